@@ -1,0 +1,203 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// commit writes the results of the finished tasks in one write transaction.
+// Each status write is a compare-and-swap on the revision the operation
+// saw: if the object changed meanwhile, the result is stale and dropped, and
+// the change iterator delivers the newer revision to a later round. The one
+// exception is a change that left this reconciler's pending request alone
+// (same status ID and kind: another reconciler of a StatusSet wrote its
+// status), where the result is merged into the newer object instead.
+func (l *loop[Obj]) commit(ctx context.Context, ts *loopTimers) {
+	l.taken = l.results.take(l.taken)
+	start := time.Now()
+	now := start
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	defer wtxn.Abort()
+
+	objects := 0
+	var done []*item[Obj]
+	for i := range l.taken {
+		t := &l.taken[i]
+		switch t.op {
+		case OpUpdate, OpDelete:
+			l.commitItem(wtxn, t.one, now)
+			done = append(done, t.one)
+			objects++
+		case OpUpdateBatch, OpDeleteBatch:
+			for _, it := range t.batch {
+				l.commitItem(wtxn, it, now)
+				done = append(done, it)
+			}
+			objects += len(t.batch)
+		case OpPrune:
+			l.pruneDone(t, now, ts)
+		}
+	}
+	if ctx.Err() != nil {
+		// Stopping: write nothing after Stop.
+		return
+	}
+	wtxn.Commit()
+	clear(l.taken)
+
+	// The keys are free again; handle what changed while they were busy.
+	for _, it := range done {
+		delete(l.busy, it.key)
+		if it.hasNext && !l.sameRequest(it) {
+			l.onChange(it.next)
+		}
+	}
+	if objects > 0 {
+		l.metrics.Round(objects, time.Since(l.roundStart(done)))
+	}
+}
+
+// sameRequest reports whether the change seen while it was busy carries the
+// very request it just reconciled: another reconciler's status write on a
+// shared object, seen before our own write. Handling it again would repeat
+// the operation for nothing.
+func (l *loop[Obj]) sameRequest(it *item[Obj]) bool {
+	if it.next.deleted || it.deleted || it.status.ID == 0 {
+		return false
+	}
+	st := l.cfg.GetObjectStatus(it.next.obj)
+	return st.ID == it.status.ID && st.Kind == it.status.Kind
+}
+
+// roundStart is when the oldest of the committed items was picked up.
+func (l *loop[Obj]) roundStart(done []*item[Obj]) time.Time {
+	oldest := time.Now()
+	for _, it := range done {
+		if it.pickedAt.Before(oldest) {
+			oldest = it.pickedAt
+		}
+	}
+	return oldest
+}
+
+// commitItem records one object's result in wtxn and schedules its retry.
+func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Time) {
+	if it.deleted {
+		l.commitDelete(wtxn, it, now)
+		return
+	}
+	err := it.err
+	if isDeferral(err) {
+		// Not ready yet, not a failure: the status stays Pending.
+		d, _ := retryAfter(err)
+		l.scheduleRetry(it, it.rev, it.failures, now.Add(d))
+		return
+	}
+	giveUp := false
+	if err != nil {
+		err, giveUp = l.failure(it)
+	}
+	st := Status{Kind: StatusKindDone, UpdatedAt: now}
+	if err != nil {
+		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: err.Error()}
+	}
+	if !l.writeStatus(wtxn, it, st) {
+		return // stale: a newer revision follows
+	}
+	switch {
+	case err == nil:
+		l.status.clearFailing(it.key)
+	case giveUp:
+		l.status.setFailing(it.key, err.Error(), now)
+	default:
+		l.status.setFailing(it.key, err.Error(), now)
+		l.scheduleRetry(it, it.rev, it.failures+1, now.Add(l.retryDelay(it)))
+	}
+}
+
+// failure wraps an item's error for its status and reports whether the
+// object is given up on (Permanent, or MaxRetries spent).
+func (l *loop[Obj]) failure(it *item[Obj]) (error, bool) {
+	err := it.err
+	if IsPermanent(err) {
+		return err, true
+	}
+	if l.cfg.MaxRetries > 0 && it.failures+1 >= l.cfg.MaxRetries {
+		return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, it.failures+1, err), true
+	}
+	return err, false
+}
+
+// retryDelay is RetryAfter's delay if the operation asked for one, else the
+// jittered backoff.
+func (l *loop[Obj]) retryDelay(it *item[Obj]) time.Duration {
+	if d, ok := retryAfter(it.err); ok {
+		return d
+	}
+	return l.backoff.delay(it.failures + 1)
+}
+
+// writeStatus stores st in the object with a compare-and-swap and reports
+// whether it landed.
+func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj], st Status) bool {
+	obj := l.cfg.SetObjectStatus(it.target, st)
+	_, _, err := l.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
+	if err == nil {
+		return true
+	}
+	if !errors.Is(err, statedb.ErrRevisionNotEqual) {
+		return false // deleted meanwhile: the delete follows
+	}
+	cur, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(it.obj))
+	if !found {
+		return false
+	}
+	cs := l.cfg.GetObjectStatus(cur)
+	if it.status.ID == 0 || cs.ID != it.status.ID || cs.Kind != it.status.Kind {
+		return false // a new request: its revision will be reconciled
+	}
+	merged := l.cfg.SetObjectStatus(l.cfg.CloneObject(cur), st)
+	_, _, err = l.cfg.Table.CompareAndSwap(wtxn, rev, merged)
+	return err == nil
+}
+
+// commitDelete records a delete's result. There is no status to write: the
+// object is gone from the table.
+func (l *loop[Obj]) commitDelete(wtxn statedb.WriteTxn, it *item[Obj], now time.Time) {
+	if it.err == nil {
+		l.status.clearFailing(it.key)
+		return
+	}
+	if _, _, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(it.obj)); found {
+		// Inserted again: Update of the new object supersedes the delete.
+		l.status.clearFailing(it.key)
+		return
+	}
+	if isDeferral(it.err) {
+		d, _ := retryAfter(it.err)
+		l.scheduleRetry(it, it.rev, it.failures, now.Add(d))
+		return
+	}
+	err, giveUp := l.failure(it)
+	l.status.setFailing(it.key, "delete: "+err.Error(), now)
+	if !giveUp {
+		l.scheduleRetry(it, it.rev, it.failures+1, now.Add(l.retryDelay(it)))
+	}
+}
+
+func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures int, due time.Time) {
+	l.retries.add(&retryEntry[Obj]{
+		key:      it.key,
+		obj:      it.obj,
+		rev:      rev,
+		origRev:  it.origRev,
+		deleted:  it.deleted,
+		failures: failures,
+		due:      due,
+	})
+	l.metrics.RetryScheduled()
+}

@@ -1,0 +1,211 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
+)
+
+// Off, given as an interval, turns that periodic work off. Any other
+// negative duration is a configuration error.
+const Off time.Duration = -1
+
+// Defaults for the zero value of each tuning field of Config. Each is
+// documented on its field too; change both together.
+const (
+	// 1000 objects per round keeps a round's write transaction short
+	// (a few milliseconds) while amortizing its fixed cost.
+	DefaultRoundSize = 1000
+
+	// At most 1000 rounds a second, bursts of one: the first change after a
+	// quiet period is reconciled at once, and a burst of changes is folded
+	// into rounds at least a millisecond apart.
+	DefaultRoundRate = 1000
+
+	// One operation at a time, like the incumbent: targets that are not safe
+	// for concurrent use keep working unchanged.
+	DefaultConcurrency = 1
+
+	// First retry after 100ms, doubling up to a minute: quick recovery from
+	// a blip, and a dead target costs one attempt per object per minute.
+	DefaultRetryBackoffMin = 100 * time.Millisecond
+	DefaultRetryBackoffMax = time.Minute
+
+	// Prune once an hour: drift in the target is repaired within the hour
+	// without walking a large table often.
+	DefaultFullReconciliationInterval = time.Hour
+
+	// Refresh objects Done for more than 30 minutes, at most 100 a second
+	// with bursts of 100, so a refresh never floods the target.
+	DefaultRefreshInterval = 30 * time.Minute
+	DefaultRefreshRate     = 100
+)
+
+// Config describes one reconciler. Table, GetObjectStatus, SetObjectStatus,
+// CloneObject and Operations are required; for every other field the zero
+// value means the documented default. New rejects a bad Config with an error
+// that wraps ErrInvalidConfig and names the field.
+type Config[Obj any] struct {
+	// Table holds the desired objects. Required.
+	Table statedb.RWTable[Obj]
+
+	// GetObjectStatus returns this reconciler's status of an object.
+	// Required. With several reconcilers per object, return
+	// obj.Statuses.Get(name) of a StatusSet.
+	GetObjectStatus func(Obj) Status
+
+	// SetObjectStatus returns obj with its status set to s. Required. It is
+	// always given a clone made by CloneObject, so it may modify obj in
+	// place and return it.
+	SetObjectStatus func(obj Obj, s Status) Obj
+
+	// CloneObject returns a shallow copy of obj. Required. Objects in a
+	// statedb table are immutable; the reconciler clones before handing an
+	// object to Update and before setting its status. Returning obj itself
+	// (for pointer types) corrupts the table's snapshots.
+	CloneObject func(Obj) Obj
+
+	// Operations make the target match the table. Required.
+	Operations Operations[Obj]
+
+	// BatchOperations, if set, are used instead of Operations.Update and
+	// Operations.Delete: one call per round for updates, one for deletes.
+	BatchOperations BatchOperations[Obj]
+
+	// Name tells reconcilers of one module apart in metrics, job names,
+	// health and script commands. Optional when a module has one
+	// reconciler.
+	Name string
+
+	// RoundSize is the most objects one round picks up (changes plus due
+	// retries), and so the most objects waiting for or in operations at
+	// once. Default 1000 (DefaultRoundSize).
+	RoundSize int
+
+	// RoundRateLimiter spaces rounds out so bursts of changes fold into
+	// fewer rounds. Default: 1000 rounds a second, burst 1
+	// (DefaultRoundRate). A slower limiter (say rate.Every(100ms), burst 1)
+	// debounces: the first change goes at once, later ones wait for the
+	// next round.
+	RoundRateLimiter *rate.Limiter
+
+	// Concurrency is the most Update/Delete operations (or batches) in
+	// flight at once. Two operations for the same primary key never run at
+	// once. Default 1 (DefaultConcurrency).
+	Concurrency int
+
+	// OperationTimeout bounds each operation through its context; one that
+	// runs longer fails with an error wrapping ErrTimeout and is retried.
+	// An operation that ignores its context still holds one worker until it
+	// returns. Default: no timeout.
+	OperationTimeout time.Duration
+
+	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff of
+	// retries of failed objects: the n-th consecutive failure waits about
+	// min(RetryBackoffMin * 2^(n-1), RetryBackoffMax), with jitter.
+	// Defaults 100ms and 1m.
+	RetryBackoffMin time.Duration
+	RetryBackoffMax time.Duration
+
+	// MaxRetries, if above zero, is the number of consecutive failures after
+	// which an object is given up on (like a Permanent error) until it
+	// changes or is refreshed. Default 0: retry forever.
+	MaxRetries int
+
+	// FullReconciliationInterval is how often a full reconciliation (Prune,
+	// then refresh) runs; the first runs once the table is initialized.
+	// Off turns automatic full reconciliation off entirely
+	// (TriggerFullReconciliation still works). Default 1h.
+	FullReconciliationInterval time.Duration
+
+	// RefreshInterval is how long an object stays Done before a full
+	// reconciliation marks it Refreshing so Update repairs any drift. Off
+	// turns refreshing off. Default 30m.
+	RefreshInterval time.Duration
+
+	// RefreshRateLimiter limits how fast objects are marked Refreshing.
+	// Default: 100 a second, burst 100 (DefaultRefreshRate).
+	RefreshRateLimiter *rate.Limiter
+
+	// Metrics receives this reconciler's metrics. Default: the module's
+	// default Metrics (see package metrics), else none.
+	Metrics Metrics
+
+	// StartSuspended constructs the reconciler suspended: nothing is
+	// reconciled until Resume (for example once leadership is gained).
+	StartSuspended bool
+}
+
+// withDefaults returns cfg with every zero tuning field set to its default.
+// Limiters are created here, so no two reconcilers share one.
+func (cfg Config[Obj]) withDefaults() Config[Obj] {
+	if cfg.RoundSize == 0 {
+		cfg.RoundSize = DefaultRoundSize
+	}
+	if cfg.RoundRateLimiter == nil {
+		cfg.RoundRateLimiter = rate.NewLimiter(DefaultRoundRate, 1)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.RetryBackoffMin == 0 {
+		cfg.RetryBackoffMin = DefaultRetryBackoffMin
+		if cfg.RetryBackoffMax > 0 {
+			cfg.RetryBackoffMin = min(cfg.RetryBackoffMin, cfg.RetryBackoffMax)
+		}
+	}
+	if cfg.RetryBackoffMax == 0 {
+		cfg.RetryBackoffMax = max(DefaultRetryBackoffMax, cfg.RetryBackoffMin)
+	}
+	if cfg.FullReconciliationInterval == 0 {
+		cfg.FullReconciliationInterval = DefaultFullReconciliationInterval
+	}
+	if cfg.RefreshInterval == 0 {
+		cfg.RefreshInterval = DefaultRefreshInterval
+	}
+	if cfg.RefreshRateLimiter == nil {
+		cfg.RefreshRateLimiter = rate.NewLimiter(DefaultRefreshRate, DefaultRefreshRate)
+	}
+	return cfg
+}
+
+// validate checks a Config that has been through withDefaults.
+func (cfg Config[Obj]) validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case cfg.Table == nil:
+		return bad("Config.Table is required")
+	case cfg.GetObjectStatus == nil:
+		return bad("Config.GetObjectStatus is required")
+	case cfg.SetObjectStatus == nil:
+		return bad("Config.SetObjectStatus is required")
+	case cfg.CloneObject == nil:
+		return bad("Config.CloneObject is required")
+	case cfg.Operations == nil:
+		return bad("Config.Operations is required")
+	case cfg.RoundSize < 0:
+		return bad("Config.RoundSize must not be negative, got %d", cfg.RoundSize)
+	case cfg.Concurrency < 0:
+		return bad("Config.Concurrency must not be negative, got %d", cfg.Concurrency)
+	case cfg.OperationTimeout < 0:
+		return bad("Config.OperationTimeout must not be negative, got %s", cfg.OperationTimeout)
+	case cfg.RetryBackoffMin < 0:
+		return bad("Config.RetryBackoffMin must not be negative, got %s", cfg.RetryBackoffMin)
+	case cfg.RetryBackoffMax < 0:
+		return bad("Config.RetryBackoffMax must not be negative, got %s", cfg.RetryBackoffMax)
+	case cfg.RetryBackoffMax < cfg.RetryBackoffMin:
+		return bad("Config.RetryBackoffMax (%s) must not be below Config.RetryBackoffMin (%s)",
+			cfg.RetryBackoffMax, cfg.RetryBackoffMin)
+	case cfg.MaxRetries < 0:
+		return bad("Config.MaxRetries must not be negative, got %d", cfg.MaxRetries)
+	case cfg.FullReconciliationInterval < 0 && cfg.FullReconciliationInterval != Off:
+		return bad("Config.FullReconciliationInterval must be positive or Off, got %s", cfg.FullReconciliationInterval)
+	case cfg.RefreshInterval < 0 && cfg.RefreshInterval != Off:
+		return bad("Config.RefreshInterval must be positive or Off, got %s", cfg.RefreshInterval)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package reconciler_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+func TestConfigValidation(t *testing.T) {
+	db := statedb.New()
+	table, err := statedb.NewTable(db, "objs", idIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := func() reconciler.Config[*testObject] {
+		return reconciler.Config[*testObject]{
+			Table:           table,
+			GetObjectStatus: func(o *testObject) reconciler.Status { return o.Status },
+			SetObjectStatus: func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
+			CloneObject:     (*testObject).Clone,
+			Operations:      &testOps{},
+		}
+	}
+	tests := []struct {
+		field  string
+		modify func(*reconciler.Config[*testObject])
+	}{
+		{"Config.Table", func(c *reconciler.Config[*testObject]) { c.Table = nil }},
+		{"Config.GetObjectStatus", func(c *reconciler.Config[*testObject]) { c.GetObjectStatus = nil }},
+		{"Config.SetObjectStatus", func(c *reconciler.Config[*testObject]) { c.SetObjectStatus = nil }},
+		{"Config.CloneObject", func(c *reconciler.Config[*testObject]) { c.CloneObject = nil }},
+		{"Config.Operations", func(c *reconciler.Config[*testObject]) { c.Operations = nil }},
+		{"Config.RoundSize", func(c *reconciler.Config[*testObject]) { c.RoundSize = -1 }},
+		{"Config.Concurrency", func(c *reconciler.Config[*testObject]) { c.Concurrency = -3 }},
+		{"Config.OperationTimeout", func(c *reconciler.Config[*testObject]) { c.OperationTimeout = -time.Second }},
+		{"Config.RetryBackoffMin", func(c *reconciler.Config[*testObject]) { c.RetryBackoffMin = -time.Second }},
+		{"Config.RetryBackoffMax", func(c *reconciler.Config[*testObject]) { c.RetryBackoffMax = -time.Second }},
+		{"Config.RetryBackoffMax", func(c *reconciler.Config[*testObject]) {
+			c.RetryBackoffMin, c.RetryBackoffMax = time.Second, time.Millisecond
+		}},
+		{"Config.MaxRetries", func(c *reconciler.Config[*testObject]) { c.MaxRetries = -1 }},
+		{"Config.FullReconciliationInterval", func(c *reconciler.Config[*testObject]) { c.FullReconciliationInterval = -2 * time.Second }},
+		{"Config.RefreshInterval", func(c *reconciler.Config[*testObject]) { c.RefreshInterval = -time.Minute }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			cfg := valid()
+			tt.modify(&cfg)
+			_, err := reconciler.New(cfg, reconciler.Params{})
+			if !errors.Is(err, reconciler.ErrInvalidConfig) {
+				t.Fatalf("New: got %v, want an error wrapping ErrInvalidConfig", err)
+			}
+			if !strings.Contains(err.Error(), tt.field+" ") {
+				t.Fatalf("New: error %q does not name %s", err, tt.field)
+			}
+		})
+	}
+
+	t.Run("Off is accepted", func(t *testing.T) {
+		cfg := valid()
+		cfg.FullReconciliationInterval, cfg.RefreshInterval = reconciler.Off, reconciler.Off
+		_, err := reconciler.New(cfg, reconciler.Params{})
+		// The config is fine; what is missing are the hive's parameters.
+		if err == nil || !strings.Contains(err.Error(), "Params.DB") {
+			t.Fatalf("New: got %v, want the missing Params.DB", err)
+		}
+	})
+
+	t.Run("a lone RetryBackoffMax below the default minimum", func(t *testing.T) {
+		cfg := valid()
+		cfg.RetryBackoffMax = 10 * time.Millisecond
+		_, err := reconciler.New(cfg, reconciler.Params{})
+		if err == nil || !strings.Contains(err.Error(), "Params.DB") {
+			t.Fatalf("New: got %v, want the defaulted minimum to follow the maximum", err)
+		}
+	})
+}

@@ -1,0 +1,93 @@
+package reconciler
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the errors the reconciler
+// returns wrap them with context.
+var (
+	// ErrInvalidConfig is wrapped by every error New and Register return for
+	// a bad Config. The message names the offending field.
+	ErrInvalidConfig = errors.New("invalid reconciler config")
+
+	// ErrPanic is wrapped by the error an object (or a prune) fails with when
+	// its operation panicked. The message says which operation and with what.
+	ErrPanic = errors.New("operation panicked")
+
+	// ErrTimeout is wrapped by the error an object fails with when its
+	// operation ran past Config.OperationTimeout.
+	ErrTimeout = errors.New("operation timed out")
+
+	// ErrRetriesExhausted is wrapped by the error an object fails with once
+	// Config.MaxRetries consecutive attempts have failed. Like a Permanent
+	// error it is not retried until the object changes or is refreshed.
+	ErrRetriesExhausted = errors.New("retry budget spent")
+)
+
+// permanentError marks an error as not worth retrying.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying: the object is marked Error
+// with err's message and is not retried until it changes or is refreshed.
+// It still counts as failing in health and metrics. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err, or any error it wraps, was marked with
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// retryAfterError carries an operation's own idea of when to come back.
+type retryAfterError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryAfterError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("not ready, retry after %s", e.after)
+	}
+	return e.err.Error()
+}
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// RetryAfter is returned by an operation to say "retry this object no sooner
+// than d", as a remote API's 429 with Retry-After asks. With a non-nil err
+// the object is marked Error with err's message and retried after d instead
+// of after the exponential backoff; the next failure without RetryAfter
+// resumes the normal backoff sequence.
+//
+// RetryAfter(d, nil) means "not ready yet, not a failure": the object stays
+// Pending, is not counted as failing in health or metrics, and is retried
+// after d. A d below zero is treated as zero.
+func RetryAfter(d time.Duration, err error) error {
+	return &retryAfterError{after: max(d, 0), err: err}
+}
+
+// retryAfter returns the delay requested with RetryAfter, if any.
+func retryAfter(err error) (time.Duration, bool) {
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		return ra.after, true
+	}
+	return 0, false
+}
+
+// isDeferral reports whether err is RetryAfter(d, nil): not a failure.
+func isDeferral(err error) bool {
+	var ra *retryAfterError
+	return errors.As(err, &ra) && ra.err == nil
+}

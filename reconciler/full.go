@@ -1,0 +1,167 @@
+package reconciler
+
+import (
+	"context"
+	"time"
+
+	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
+)
+
+// fullState tracks full reconciliation: Prune, then refresh.
+type fullState struct {
+	wanted  bool      // requested: on start, by the timer or by a trigger
+	pruning bool      // the prune task is out
+	since   time.Time // when the current one began waiting for in-flight work
+	lastErr error     // the last prune's error, reported in health
+}
+
+// draining reports whether new operations are held back so that a prune
+// can run alone.
+func (f *fullState) draining() bool { return f.pruning || f.since != (time.Time{}) }
+
+// stepFull starts a full reconciliation when one is wanted, the table is
+// initialized (pruning a half-filled table would delete real state) and
+// no Update or Delete is running.
+func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
+	if !l.full.wanted || !l.initialized || l.suspended() || l.full.pruning {
+		return
+	}
+	if l.full.since.IsZero() {
+		l.full.since = now
+	}
+	if l.results.inFlight() > 0 {
+		return // the last result to arrive wakes the loop
+	}
+	l.full.wanted = false
+	l.full.pruning = true
+	ts.full.disarm()
+	l.results.started(1)
+	l.work <- task[Obj]{op: OpPrune, txn: l.db.ReadTxn()}
+}
+
+// pruneDone handles the prune's result: report it, start the refresh pass
+// and schedule the next full reconciliation.
+func (l *loop[Obj]) pruneDone(t *task[Obj], now time.Time, ts *loopTimers) {
+	l.metrics.FullReconciliation(now.Sub(l.full.since), t.err)
+	l.full.lastErr = t.err
+	l.full.pruning = false
+	l.full.since = time.Time{}
+	l.status.dirty = true
+	if t.err != nil {
+		l.log.Warn("Prune failed; retried at the next full reconciliation", "error", t.err)
+	}
+	if l.cfg.RefreshInterval != Off {
+		l.refresh = refreshState[Obj]{active: true}
+	}
+	if l.cfg.FullReconciliationInterval != Off {
+		ts.full.arm(l.cfg.FullReconciliationInterval)
+	}
+}
+
+// refreshState is a pass over the table that marks objects Done for longer
+// than RefreshInterval as Refreshing, so Update repairs drift in the target.
+// It runs in steps between rounds, paced by RefreshRateLimiter.
+type refreshState[Obj any] struct {
+	active  bool
+	started bool
+	last    Obj // the last object examined; the next step continues after it
+}
+
+// refreshScanLimit bounds the objects one refresh step examines, so a pass
+// over a large table never stalls the loop.
+const refreshScanLimit = 10000
+
+func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTimers) {
+	if !l.refresh.active || l.suspended() || ctx.Err() != nil {
+		return
+	}
+	lim := l.cfg.RefreshRateLimiter
+	allowed := l.cfg.RoundSize
+	if lim.Limit() != rate.Inf {
+		allowed = min(allowed, int(lim.TokensAt(now)))
+		if allowed < 1 {
+			ts.refresh.arm(tokenWait(lim, now))
+			return
+		}
+	}
+
+	cutoff := now.Add(-l.cfg.RefreshInterval)
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	defer wtxn.Abort()
+	var objs func(func(Obj, statedb.Revision) bool)
+	if l.refresh.started {
+		objs = l.cfg.Table.LowerBound(wtxn, l.primary.QueryFromObject(l.refresh.last))
+	} else {
+		objs = l.cfg.Table.All(wtxn)
+	}
+	lastKey := ""
+	if l.refresh.started {
+		lastKey = l.keyOf(l.refresh.last)
+	}
+	marked, scanned, finished := 0, 0, true
+	for obj, rev := range objs {
+		if marked >= allowed || scanned >= refreshScanLimit {
+			finished = false
+			break
+		}
+		scanned++
+		key := l.keyOf(obj)
+		if key == lastKey {
+			continue
+		}
+		l.refresh.last, l.refresh.started = obj, true
+		if !l.refreshable(key, obj, cutoff) {
+			continue
+		}
+		obj = l.cfg.SetObjectStatus(l.cfg.CloneObject(obj), Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
+		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, rev, obj); err == nil {
+			marked++
+		}
+	}
+	wtxn.Commit()
+	if marked > 0 && lim.Limit() != rate.Inf {
+		lim.AllowN(now, marked)
+	}
+	if finished {
+		l.refresh = refreshState[Obj]{}
+		return
+	}
+	// More to do: come back at once, or when the limiter has tokens.
+	ts.refresh.arm(tokenWait(lim, now))
+}
+
+// refreshable reports whether obj is due for a refresh: Done for longer than
+// RefreshInterval, or given up on (Error with no retry coming) for as long.
+func (l *loop[Obj]) refreshable(key string, obj Obj, cutoff time.Time) bool {
+	if _, busy := l.busy[key]; busy {
+		return false
+	}
+	st := l.cfg.GetObjectStatus(obj)
+	if !st.UpdatedAt.Before(cutoff) {
+		return false
+	}
+	switch st.Kind {
+	case StatusKindDone:
+		return true
+	case StatusKindError:
+		_, retrying := l.retries.byKey[key]
+		return !retrying
+	}
+	return false
+}
+
+// tokenWait is how long until lim has a whole token.
+func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
+	if lim.Limit() == rate.Inf {
+		return 0
+	}
+	missing := 1 - lim.TokensAt(now)
+	if missing <= 0 {
+		return 0
+	}
+	if lim.Limit() <= 0 {
+		return time.Hour // a zero limit never refreshes; look again later
+	}
+	return time.Duration(missing / float64(lim.Limit()) * float64(time.Second))
+}

@@ -1,0 +1,419 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/hive/script"
+	"github.com/cilium/statedb"
+	statedbindex "github.com/cilium/statedb/index"
+	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/index"
+	"github.com/converge-go/converge/internal/fake"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// testObject is the desired object of the tests: a key and a value, with
+// a status for a single reconciler and a StatusSet for several.
+type testObject struct {
+	ID       string               `yaml:"id"`
+	Value    string               `yaml:"value"`
+	Status   reconciler.Status    `yaml:"status"`
+	Statuses reconciler.StatusSet `yaml:"statuses"`
+}
+
+func (o *testObject) Clone() *testObject { c := *o; return &c }
+
+func (o *testObject) TableHeader() []string {
+	return []string{"ID", "Value", "Status", "Statuses", "Error"}
+}
+
+func (o *testObject) TableRow() []string {
+	var kinds []string
+	for name, st := range o.Statuses.All() {
+		kinds = append(kinds, name+"="+st.Kind.String())
+	}
+	return []string{o.ID, o.Value, o.Status.Kind.String(), strings.Join(kinds, ","), o.Status.Error}
+}
+
+var idIndex = statedb.Index[*testObject, string]{
+	Name:       "id",
+	FromObject: func(o *testObject) statedbindex.KeySet { return statedbindex.NewKeySet(statedbindex.String(o.ID)) },
+	FromKey:    statedbindex.String,
+	FromString: statedbindex.FromString,
+	Unique:     true,
+}
+
+var statusIndex = index.NewStatusIndex("status", func(o *testObject) reconciler.Status { return o.Status })
+
+// wrappers lets the fake target build our special errors.
+var wrappers = fake.Wrappers{Permanent: reconciler.Permanent, RetryAfter: reconciler.RetryAfter}
+
+// testOps adapts a fake target to Operations and BatchOperations.
+type testOps struct {
+	target    *fake.Target
+	getStatus func(*testObject) reconciler.Status
+}
+
+func (o *testOps) Update(ctx context.Context, _ statedb.ReadTxn, rev statedb.Revision, obj *testObject) error {
+	if rev == 0 {
+		panic("revision 0")
+	}
+	return o.target.Update(ctx, obj.ID, obj.Value, o.getStatus(obj).Kind == reconciler.StatusKindRefreshing)
+}
+
+func (o *testOps) Delete(ctx context.Context, _ statedb.ReadTxn, rev statedb.Revision, obj *testObject) error {
+	if rev == 0 {
+		panic("revision 0")
+	}
+	return o.target.Delete(ctx, obj.ID)
+}
+
+func (o *testOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*testObject, statedb.Revision]) error {
+	desired := map[string]bool{}
+	for obj := range objs {
+		desired[obj.ID] = true
+	}
+	return o.target.Prune(ctx, desired)
+}
+
+func (o *testOps) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
+	for i := range batch {
+		batch[i].Result = o.Update(ctx, txn, batch[i].Revision, batch[i].Object)
+	}
+}
+
+func (o *testOps) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
+	for i := range batch {
+		batch[i].Result = o.Delete(ctx, txn, batch[i].Revision, batch[i].Object)
+	}
+}
+
+// fixture is one test hive: the table, the reconcilers started in it by
+// name, and their targets.
+type fixture struct {
+	t        testing.TB
+	log      *slog.Logger
+	hive     *hive.Hive
+	db       *statedb.DB
+	table    statedb.RWTable[*testObject]
+	params   reconciler.Params
+	markInit func()
+
+	reconcilers map[string]reconciler.Reconciler[*testObject]
+	targets     map[string]*fake.Target
+}
+
+func newFixture(t testing.TB) *fixture {
+	f := &fixture{
+		t:           t,
+		log:         hivetest.Logger(t),
+		reconcilers: map[string]reconciler.Reconciler[*testObject]{},
+		targets:     map[string]*fake.Target{},
+	}
+	f.hive = hive.New(
+		statedb.Cell,
+		job.Cell,
+		cell.Provide(
+			cell.NewSimpleHealth,
+			func(h *cell.SimpleHealth) hive.ScriptCmdOut {
+				return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h))
+			},
+		),
+		cell.Module("test", "Test",
+			cell.Provide(job.Registry.NewGroup),
+			cell.Invoke(func(db *statedb.DB, p reconciler.Params) (err error) {
+				f.db, f.params = db, p
+				f.table, err = statedb.NewTable(db, "test-objects", idIndex, statusIndex)
+				if err != nil {
+					return err
+				}
+				wtxn := db.WriteTxn(f.table)
+				done := f.table.RegisterInitializer(wtxn, "test")
+				wtxn.Commit()
+				f.markInit = func() {
+					wtxn := db.WriteTxn(f.table)
+					done(wtxn)
+					wtxn.Commit()
+				}
+				return nil
+			}),
+		),
+	)
+	return f
+}
+
+// target returns the fake target of the named reconciler, creating it.
+func (f *fixture) target(name string) *fake.Target {
+	if f.targets[name] == nil {
+		f.targets[name] = fake.New(wrappers)
+	}
+	return f.targets[name]
+}
+
+func (f *fixture) reconciler(name string) (reconciler.Reconciler[*testObject], error) {
+	r, ok := f.reconcilers[name]
+	if !ok {
+		return nil, fmt.Errorf("no reconciler %q started", name)
+	}
+	return r, nil
+}
+
+// startFlags are the options of the "start" command.
+func startFlags(fs *pflag.FlagSet) {
+	fs.String("name", "", "reconciler name; with --statusset also its StatusSet name")
+	fs.Bool("statusset", false, "keep the status in the object's StatusSet")
+	fs.Bool("batch", false, "use BatchOperations")
+	fs.Int("concurrency", 0, "Config.Concurrency")
+	fs.Int("round-size", 0, "Config.RoundSize")
+	fs.Int("max-retries", 0, "Config.MaxRetries")
+	fs.Duration("timeout", 0, "Config.OperationTimeout")
+	fs.Duration("full", reconciler.Off, "Config.FullReconciliationInterval (default Off)")
+	fs.Duration("refresh", reconciler.Off, "Config.RefreshInterval (default Off)")
+	fs.Duration("backoff", 10*time.Millisecond, "Config.RetryBackoffMin")
+	fs.Duration("backoff-max", 50*time.Millisecond, "Config.RetryBackoffMax")
+	fs.Bool("suspended", false, "Config.StartSuspended")
+}
+
+func (f *fixture) start(s *script.State) error {
+	name, _ := s.Flags.GetString("name")
+	useSet, _ := s.Flags.GetBool("statusset")
+	batch, _ := s.Flags.GetBool("batch")
+	concurrency, _ := s.Flags.GetInt("concurrency")
+	roundSize, _ := s.Flags.GetInt("round-size")
+	maxRetries, _ := s.Flags.GetInt("max-retries")
+	timeout, _ := s.Flags.GetDuration("timeout")
+	full, _ := s.Flags.GetDuration("full")
+	refresh, _ := s.Flags.GetDuration("refresh")
+	backoff, _ := s.Flags.GetDuration("backoff")
+	backoffMax, _ := s.Flags.GetDuration("backoff-max")
+	suspended, _ := s.Flags.GetBool("suspended")
+
+	get := func(o *testObject) reconciler.Status { return o.Status }
+	set := func(o *testObject, st reconciler.Status) *testObject { o.Status = st; return o }
+	if useSet {
+		get = func(o *testObject) reconciler.Status { return o.Statuses.Get(name) }
+		set = func(o *testObject, st reconciler.Status) *testObject { o.Statuses = o.Statuses.Set(name, st); return o }
+	}
+	ops := &testOps{target: f.target(name), getStatus: get}
+	cfg := reconciler.Config[*testObject]{
+		Table:                      f.table,
+		GetObjectStatus:            get,
+		SetObjectStatus:            set,
+		CloneObject:                (*testObject).Clone,
+		Operations:                 ops,
+		Name:                       name,
+		RoundSize:                  roundSize,
+		RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
+		Concurrency:                concurrency,
+		OperationTimeout:           timeout,
+		RetryBackoffMin:            backoff,
+		RetryBackoffMax:            backoffMax,
+		MaxRetries:                 maxRetries,
+		FullReconciliationInterval: full,
+		RefreshInterval:            refresh,
+		RefreshRateLimiter:         rate.NewLimiter(rate.Inf, 1),
+		StartSuspended:             suspended,
+	}
+	if batch {
+		cfg.BatchOperations = ops
+	}
+	r, err := reconciler.New(cfg, f.params)
+	if err != nil {
+		return err
+	}
+	f.reconcilers[name] = r
+	return nil
+}
+
+// waitReconciled waits until every change so far is reconciled
+// successfully: WaitUntilReconciled for the deletes and retries, and
+// WaitForReconciliation for the statuses.
+func (f *fixture) waitReconciled(ctx context.Context, r reconciler.Reconciler[*testObject], checkStatus bool) error {
+	rev := f.table.Revision(f.db.ReadTxn())
+	for {
+		reconciled, retryLow, err := r.WaitUntilReconciled(ctx, rev)
+		if err != nil {
+			return err
+		}
+		if reconciled >= rev && retryLow > rev {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for retries below revision %d: %w", retryLow, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+			// WaitUntilReconciled returns at once while a retry is
+			// pending; back off a little between checks.
+		}
+	}
+	if checkStatus {
+		return reconciler.WaitForReconciliation(ctx, f.db, f.table.ToTable(), statusIndex)
+	}
+	return nil
+}
+
+// commands are the script commands of the fixture, besides the hive's own.
+func (f *fixture) commands() map[string]script.Cmd {
+	nameFlag := func(fs *pflag.FlagSet) { fs.String("name", "", "reconciler (and target) name") }
+	withName := func(extra func(fs *pflag.FlagSet)) func(fs *pflag.FlagSet) {
+		return func(fs *pflag.FlagSet) {
+			nameFlag(fs)
+			if extra != nil {
+				extra(fs)
+			}
+		}
+	}
+	name := func(s *script.State) string { n, _ := s.Flags.GetString("name"); return n }
+
+	return map[string]script.Cmd{
+		"start": script.Command(
+			script.CmdUsage{Summary: "Construct a reconciler over test-objects", Flags: startFlags},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				return nil, f.start(s)
+			}),
+		"mark-init": script.Command(
+			script.CmdUsage{Summary: "Mark test-objects initialized"},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				f.markInit()
+				return nil, nil
+			}),
+		"full": script.Command(
+			script.CmdUsage{Summary: "Trigger a full reconciliation", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				r, err := f.reconciler(name(s))
+				if err == nil {
+					r.TriggerFullReconciliation()
+				}
+				return nil, err
+			}),
+		"suspend": script.Command(
+			script.CmdUsage{Summary: "Suspend a reconciler", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				r, err := f.reconciler(name(s))
+				if err == nil {
+					r.Suspend()
+				}
+				return nil, err
+			}),
+		"resume": script.Command(
+			script.CmdUsage{Summary: "Resume a reconciler", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				r, err := f.reconciler(name(s))
+				if err == nil {
+					r.Resume()
+				}
+				return nil, err
+			}),
+		"wait": script.Command(
+			script.CmdUsage{
+				Summary: "Wait until every change so far is reconciled",
+				Flags: withName(func(fs *pflag.FlagSet) {
+					fs.Bool("no-status", false, "skip WaitForReconciliation (for StatusSet objects)")
+				}),
+			},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				r, err := f.reconciler(name(s))
+				if err != nil {
+					return nil, err
+				}
+				noStatus, _ := s.Flags.GetBool("no-status")
+				ctx, cancel := context.WithTimeout(s.Context(), 5*time.Second)
+				defer cancel()
+				return nil, f.waitReconciled(ctx, r, !noStatus)
+			}),
+		"target/fail": script.Command(
+			script.CmdUsage{
+				Summary: "Make the target fail for a key ('*' for all, 'prune' for Prune)",
+				Args:    "key mode",
+				Flags: withName(func(fs *pflag.FlagSet) {
+					fs.Int("count", 0, "fail this many times, then heal (0: until healed)")
+					fs.Duration("after", 0, "the delay of retry-after and defer")
+				}),
+			},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				if len(args) != 2 {
+					return nil, script.ErrUsage
+				}
+				count, _ := s.Flags.GetInt("count")
+				after, _ := s.Flags.GetDuration("after")
+				f.target(name(s)).SetFault(args[0], fake.Fault{Mode: fake.Mode(args[1]), Count: count, After: after})
+				return nil, nil
+			}),
+		"target/heal": script.Command(
+			script.CmdUsage{Summary: "Remove the faults of a key, or all", Args: "[key]", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				key := ""
+				if len(args) > 0 {
+					key = args[0]
+				}
+				f.target(name(s)).Heal(key)
+				return nil, nil
+			}),
+		"target/set": script.Command(
+			script.CmdUsage{Summary: "Put a value straight into the target", Args: "key value", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				if len(args) != 2 {
+					return nil, script.ErrUsage
+				}
+				f.target(name(s)).Set(args[0], args[1])
+				return nil, nil
+			}),
+		"target/show": script.Command(
+			script.CmdUsage{Summary: "Print the target's contents, one key=value a line", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				state := f.target(name(s)).State()
+				var b strings.Builder
+				for _, k := range slices.Sorted(maps.Keys(state)) {
+					fmt.Fprintf(&b, "%s=%s\n", k, state[k])
+				}
+				return func(*script.State) (string, string, error) { return b.String(), "", nil }, nil
+			}),
+		"target/ops": script.Command(
+			script.CmdUsage{Summary: "Print the target's operations so far", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				ops := f.target(name(s)).History()
+				return func(*script.State) (string, string, error) { return strings.Join(ops, "\n") + "\n", "", nil }, nil
+			}),
+		"target/clear": script.Command(
+			script.CmdUsage{Summary: "Forget the target's operations so far", Flags: nameFlag},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				f.target(name(s)).ClearHistory()
+				return nil, nil
+			}),
+		"target/expect": script.Command(
+			script.CmdUsage{
+				Summary: "Wait until the target's last operations are these, in any order",
+				Args:    "op...",
+				Flags: withName(func(fs *pflag.FlagSet) {
+					fs.Duration("timeout", 5*time.Second, "how long to wait")
+				}),
+			},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				timeout, _ := s.Flags.GetDuration("timeout")
+				ctx, cancel := context.WithTimeout(s.Context(), timeout)
+				defer cancel()
+				tgt := f.target(name(s))
+				_, err := tgt.WaitHistory(ctx, args)
+				if err == nil {
+					if o := tgt.Overlaps(); len(o) > 0 {
+						err = fmt.Errorf("overlapping operations on %v", o)
+					}
+				}
+				return nil, err
+			}),
+	}
+}

@@ -1,0 +1,220 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
+)
+
+// change is one change read from the table: an object at a revision, or its
+// deletion.
+type change[Obj any] struct {
+	obj     Obj
+	rev     statedb.Revision
+	deleted bool
+}
+
+// item is one object's unit of work, from being picked up to its commit.
+type item[Obj any] struct {
+	key string
+	change[Obj]
+	origRev  statedb.Revision // revision of the change that started this run of failures
+	failures int              // consecutive failures before this attempt
+	status   Status           // this reconciler's status of obj as picked up (for merging)
+	pickedAt time.Time
+
+	// Set by the worker.
+	target Obj   // the clone handed to Update; it carries the status into the table
+	err    error // the operation's result
+	result Result
+
+	// next is the newest change of this key seen while this item was
+	// busy; it is handled once this item is committed.
+	next    change[Obj]
+	hasNext bool
+}
+
+// loop is the state of one run of a reconciler: everything here is owned by
+// the loop goroutine, except what the workers share through results.
+type loop[Obj comparable] struct {
+	*reconciler[Obj]
+	health  cell.Health
+	changes statedb.ChangeIterator[Obj]
+	backoff backoff
+	retries *retryQueue[Obj]
+
+	// busy holds every key that is picked up and not yet committed (ready,
+	// running or finished): per-key order rests on it.
+	busy map[string]*item[Obj]
+	// ready are busy items waiting to be handed to the workers.
+	ready []*item[Obj]
+	// pulledTo is the revision up to which the change iterator is read.
+	pulledTo statedb.Revision
+	// moreChanges is set when a round stopped before reading all changes.
+	moreChanges bool
+	// now is the time of the latest round.
+	now time.Time
+	// roundTxn is the snapshot of the latest round; operations read it.
+	roundTxn statedb.ReadTxn
+
+	work    chan task[Obj]
+	results *resultBox[Obj]
+	taken   []task[Obj] // reused by commit
+	wg      sync.WaitGroup
+
+	initialized bool
+	full        fullState
+	refresh     refreshState[Obj]
+	status      healthState
+}
+
+func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj], error) {
+	return &loop[Obj]{
+		reconciler: r,
+		health:     health,
+		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
+		retries:    newRetryQueue[Obj](),
+		busy:       map[string]*item[Obj]{},
+		work:       make(chan task[Obj], r.cfg.RoundSize+2),
+		results:    newResultBox[Obj](),
+		full:       fullState{wanted: r.cfg.FullReconciliationInterval != Off},
+		status:     newHealthState(),
+	}, nil
+}
+
+// closedCh is a channel that is always ready.
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (l *loop[Obj]) run(ctx context.Context) error {
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	changes, err := l.cfg.Table.Changes(wtxn)
+	txn := wtxn.Commit()
+	if err != nil {
+		return fmt.Errorf("watching %s for changes: %w", l.cfg.Table.Name(), err)
+	}
+	l.changes = changes
+	defer changes.Close()
+
+	_, initWatch := l.cfg.Table.Initialized(txn)
+	var changesWatch <-chan struct{} = closedCh
+
+	for range l.cfg.Concurrency {
+		l.wg.Add(1)
+		go l.worker(ctx)
+	}
+	defer func() {
+		// Workers drop what they have not started (ctx is done) and the
+		// running operations see a cancelled context. Nothing is
+		// committed any more.
+		close(l.work)
+		l.wg.Wait()
+	}()
+
+	timers := newLoopTimers()
+	defer timers.stop()
+
+	for {
+		now := time.Now()
+
+		// Commit what the workers finished.
+		if l.results.shouldCommit(now, timers) {
+			if ctx.Err() != nil {
+				return nil
+			}
+			l.commit(ctx, timers)
+		}
+
+		// Pick up new work when there is room for it, pacing rounds with
+		// the round limiter.
+		canPull := !l.full.draining() && !l.suspended() && l.budget() > 0
+		pullNow := false
+		if canPull && (l.moreChanges || isClosed(changesWatch) || l.retryDue(now)) {
+			if d := l.roundDelay(now); d > 0 {
+				timers.round.arm(d)
+			} else {
+				changesWatch = l.pull(now)
+				pullNow = true
+			}
+		}
+
+		l.dispatch()
+		l.stepFull(now, timers)
+		l.stepRefresh(ctx, now, timers)
+		if pullNow || l.results.committed || l.status.dirty {
+			l.report(now)
+		}
+
+		// Sleep until something happens.
+		var changesCh <-chan struct{}
+		if canPull && !timers.round.armed {
+			changesCh = changesWatch
+		}
+		if next, ok := l.retries.next(); ok && canPull && !timers.round.armed {
+			timers.retry.arm(next.Sub(now))
+		}
+		var initCh <-chan struct{}
+		if !l.initialized {
+			initCh = initWatch
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changesCh:
+		case <-initCh:
+			l.initialized = true
+		case <-l.triggerFull:
+			l.full.wanted = true
+		case <-l.results.notify:
+		case <-l.wake:
+			l.status.dirty = true
+		case <-timers.round.c():
+			timers.round.fired()
+		case <-timers.retry.c():
+			timers.retry.fired()
+		case <-timers.commit.c():
+			timers.commit.fired()
+		case <-timers.full.c():
+			timers.full.fired()
+			l.full.wanted = true
+		case <-timers.refresh.c():
+			timers.refresh.fired()
+		}
+	}
+}
+
+// budget is how many more objects may be picked up now.
+func (l *loop[Obj]) budget() int {
+	return l.cfg.RoundSize - len(l.busy)
+}
+
+// roundDelay reserves a round from the round limiter, or returns how long
+// to wait for one (without reserving it).
+func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
+	res := l.cfg.RoundRateLimiter.ReserveN(now, 1)
+	if !res.OK() {
+		return 0 // a limiter with zero burst: do not block forever
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d
+	}
+	return 0
+}
+
+func (l *loop[Obj]) retryDue(now time.Time) bool {
+	next, ok := l.retries.next()
+	return ok && !next.After(now)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,116 @@
+package reconciler
+
+import "time"
+
+// ReconcilerID identifies one reconciler in metrics: the hive module it
+// runs in and its Config.Name.
+type ReconcilerID struct {
+	ModuleID string
+	Name     string
+}
+
+// Op names an operation in metrics.
+type Op string
+
+// The operations a reconciler reports.
+const (
+	OpUpdate      Op = "update"
+	OpDelete      Op = "delete"
+	OpPrune       Op = "prune"
+	OpUpdateBatch Op = "update-batch"
+	OpDeleteBatch Op = "delete-batch"
+)
+
+// Ops lists every Op, so implementations can pre-create their series.
+var Ops = []Op{OpUpdate, OpDelete, OpPrune, OpUpdateBatch, OpDeleteBatch}
+
+// Result is the outcome of one operation (or one object of a batch) in
+// metrics.
+type Result string
+
+// The results a reconciler reports.
+const (
+	ResultOK        Result = "ok"        // succeeded
+	ResultError     Result = "error"     // failed, will be retried
+	ResultPanic     Result = "panic"     // panicked, recovered, will be retried
+	ResultTimeout   Result = "timeout"   // ran past Config.OperationTimeout, will be retried
+	ResultPermanent Result = "permanent" // failed with Permanent, not retried until the object changes
+	ResultDeferred  Result = "deferred"  // RetryAfter(d, nil): not ready, not a failure
+	ResultExhausted Result = "exhausted" // failed and Config.MaxRetries is spent
+)
+
+// Results lists every Result, so implementations can pre-create their series.
+var Results = []Result{ResultOK, ResultError, ResultPanic, ResultTimeout, ResultPermanent, ResultDeferred, ResultExhausted}
+
+// Gauges is the state of a reconciler after a round.
+type Gauges struct {
+	Failing  int // objects whose last attempt failed (status Error), deletes included
+	Waiting  int // objects picked up but not yet reconciled, plus retries that are due
+	InFlight int // operations running now (a batch counts once)
+	Retries  int // objects in the retry queue
+}
+
+// Metrics is how a reconciler reports what it does. Implementations live in
+// package metrics (Prometheus and expvar); the zero Config uses the module's
+// default, else nothing is recorded.
+//
+// Reconciler is called once per reconciler, at construction, so that an
+// implementation can resolve its labels once instead of on every call; every
+// call on the returned ReconcilerMetrics is about that reconciler.
+type Metrics interface {
+	Reconciler(id ReconcilerID) ReconcilerMetrics
+}
+
+// ReconcilerMetrics records the events of one reconciler. Calls come from
+// the reconciler's loop and its workers, possibly at the same time: an
+// implementation must be safe for concurrent use and cheap (it is on the hot
+// path: microseconds, no I/O).
+type ReconcilerMetrics interface {
+	// Operation is called once per ended operation call. objects is 1 for
+	// single-object operations, the batch size for batches, and the number
+	// of desired objects for prune. For a batch, result is ResultOK when
+	// every entry succeeded and the worst entry's result otherwise.
+	Operation(op Op, result Result, objects int, d time.Duration)
+
+	// Round is called after each incremental round that committed results:
+	// how many objects it committed and how long it took from picking the
+	// work up to the commit.
+	Round(objects int, d time.Duration)
+
+	// FullReconciliation is called after each full reconciliation with its
+	// duration (waiting for in-flight work, then Prune) and Prune's error.
+	FullReconciliation(d time.Duration, err error)
+
+	// RetryScheduled is called each time an object is put in the retry queue.
+	RetryScheduled()
+
+	// Gauges is called after every round with the current state.
+	Gauges(g Gauges)
+}
+
+// NopMetrics records nothing. It is the fallback when neither Config.Metrics
+// nor a module default is given.
+type NopMetrics struct{}
+
+// Reconciler implements Metrics.
+func (NopMetrics) Reconciler(ReconcilerID) ReconcilerMetrics { return NopMetrics{} }
+
+// Operation implements ReconcilerMetrics.
+func (NopMetrics) Operation(Op, Result, int, time.Duration) {}
+
+// Round implements ReconcilerMetrics.
+func (NopMetrics) Round(int, time.Duration) {}
+
+// FullReconciliation implements ReconcilerMetrics.
+func (NopMetrics) FullReconciliation(time.Duration, error) {}
+
+// RetryScheduled implements ReconcilerMetrics.
+func (NopMetrics) RetryScheduled() {}
+
+// Gauges implements ReconcilerMetrics.
+func (NopMetrics) Gauges(Gauges) {}
+
+var (
+	_ Metrics           = NopMetrics{}
+	_ ReconcilerMetrics = NopMetrics{}
+)

@@ -1,0 +1,139 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+)
+
+// reconciler is the Reconciler handed to users. Its loop runs as a job of
+// the module's job group; the fields here are shared with that loop.
+type reconciler[Obj comparable] struct {
+	cfg      Config[Obj]
+	log      *slog.Logger
+	db       *statedb.DB
+	primary  statedb.Indexer[Obj]
+	metrics  ReconcilerMetrics
+	id       ReconcilerID
+	progress *progress
+
+	// triggerFull carries TriggerFullReconciliation requests to the loop.
+	// Capacity one: requests made while one is queued fold into it.
+	triggerFull chan struct{}
+
+	// paused is set while suspended; wake tells the loop it changed.
+	paused atomic.Bool
+	wake   chan struct{}
+}
+
+var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
+
+// New validates cfg, fills in the defaults and adds the reconciler's loop to
+// p.JobGroup; the loop starts with the hive. It fails, with an error that
+// wraps ErrInvalidConfig and names the field, when cfg is not usable.
+func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case p.DB == nil:
+		return nil, fmt.Errorf("%w: Params.DB is required", ErrInvalidConfig)
+	case p.JobGroup == nil:
+		return nil, fmt.Errorf("%w: Params.JobGroup is required", ErrInvalidConfig)
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	metrics := cfg.Metrics
+	if metrics == nil {
+		metrics = p.DefaultMetrics
+	}
+	if metrics == nil {
+		metrics = NopMetrics{}
+	}
+	id := ReconcilerID{ModuleID: p.ModuleID.String(), Name: cfg.Name}
+	r := &reconciler[Obj]{
+		cfg:         cfg,
+		log:         log.With("reconciler", cfg.Name, "table", cfg.Table.Name()),
+		db:          p.DB,
+		primary:     cfg.Table.PrimaryIndexer(),
+		metrics:     metrics.Reconciler(id),
+		id:          id,
+		progress:    newProgress(),
+		triggerFull: make(chan struct{}, 1),
+		wake:        make(chan struct{}, 1),
+	}
+	r.paused.Store(cfg.StartSuspended)
+	p.JobGroup.Add(job.OneShot(r.jobName(), r.run))
+	return r, nil
+}
+
+// jobName is the job's name, and so its health scope: "reconcile" or
+// "reconcile-<name>".
+func (r *reconciler[Obj]) jobName() string {
+	if r.cfg.Name == "" {
+		return "reconcile"
+	}
+	return "reconcile-" + r.cfg.Name
+}
+
+// TriggerFullReconciliation implements Reconciler.
+func (r *reconciler[Obj]) TriggerFullReconciliation() {
+	select {
+	case r.triggerFull <- struct{}{}:
+	default:
+	}
+}
+
+// Suspend implements Reconciler.
+func (r *reconciler[Obj]) Suspend() {
+	if !r.paused.Swap(true) {
+		r.poke()
+	}
+}
+
+// Resume implements Reconciler.
+func (r *reconciler[Obj]) Resume() {
+	if r.paused.Swap(false) {
+		r.poke()
+	}
+}
+
+func (r *reconciler[Obj]) suspended() bool { return r.paused.Load() }
+
+// poke wakes the loop without blocking.
+func (r *reconciler[Obj]) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// WaitUntilReconciled implements Reconciler.
+func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
+	return r.progress.wait(ctx, rev)
+}
+
+// run is the job: it runs the loop until ctx ends.
+func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
+	l, err := newLoop(r, health)
+	if err != nil {
+		return err
+	}
+	return l.run(ctx)
+}
+
+// keyOf returns obj's primary key as a string without copying it: statedb
+// keys are never mutated once made, so viewing the bytes as a string is safe.
+func (r *reconciler[Obj]) keyOf(obj Obj) string {
+	k := r.primary.ObjectToKey(obj)
+	return unsafe.String(unsafe.SliceData(k), len(k))
+}

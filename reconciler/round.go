@@ -1,0 +1,102 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// pull is the start of a round: it reads the changes since the last round,
+// in revision order and deletes included, then the retries that are due,
+// and picks up at most budget() objects in all. It returns the watch
+// channel that closes when there are further changes.
+func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
+	txn := l.db.ReadTxn()
+	l.roundTxn = txn
+	l.now = now
+	budget := l.budget()
+	seq, watch := l.changes.Next(txn)
+	l.moreChanges = false
+	// A change the sequence yields is consumed, so stop right after the
+	// one that used the last of the budget, never before handling one.
+	for ch, rev := range seq {
+		l.pulledTo = rev
+		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}) {
+			budget--
+			if budget == 0 {
+				l.moreChanges = true
+				break
+			}
+		}
+	}
+	if !l.moreChanges {
+		l.pulledTo = max(l.pulledTo, l.cfg.Table.Revision(txn))
+	}
+
+	for budget > 0 {
+		e, ok := l.retries.popDue(now)
+		if !ok {
+			break
+		}
+		if l.onRetry(txn, e) {
+			budget--
+		}
+	}
+	return watch
+}
+
+// onChange decides what a change asks for, and reports whether it picked
+// up work.
+func (l *loop[Obj]) onChange(ch change[Obj]) bool {
+	key := l.keyOf(ch.obj)
+	if it, busy := l.busy[key]; busy {
+		// Never two operations for one key at once: remember the newest
+		// change and handle it when the busy item is committed.
+		it.next, it.hasNext = ch, true
+		return false
+	}
+	var st Status
+	if !ch.deleted {
+		st = l.cfg.GetObjectStatus(ch.obj)
+		if !st.IsPendingOrRefreshing() {
+			// A status write: ours, or another reconciler's on a shared
+			// object. Nothing is asked of us, and a retry stays scheduled.
+			return false
+		}
+	}
+	// A new request (or a delete) replaces a scheduled retry: retries
+	// follow the object, not the revision.
+	l.retries.remove(key)
+	l.enqueue(&item[Obj]{key: key, change: ch, origRev: ch.rev, status: st})
+	return true
+}
+
+// onRetry picks up a due retry, unless the object moved on meanwhile.
+func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, e *retryEntry[Obj]) bool {
+	if _, busy := l.busy[e.key]; busy {
+		return false // cannot happen: picking a key up clears its retry
+	}
+	cur, rev, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(e.obj))
+	if e.deleted {
+		if found {
+			// Inserted again: the insert is (or will be) reconciled by
+			// Update, which supersedes the failed delete.
+			return false
+		}
+		l.enqueue(&item[Obj]{key: e.key, change: change[Obj]{obj: e.obj, rev: e.rev, deleted: true},
+			origRev: e.origRev, failures: e.failures})
+		return true
+	}
+	if !found {
+		return false // deleted: the change iterator delivers the delete
+	}
+	l.enqueue(&item[Obj]{key: e.key, change: change[Obj]{obj: cur, rev: rev},
+		origRev: e.origRev, failures: e.failures, status: l.cfg.GetObjectStatus(cur)})
+	return true
+}
+
+func (l *loop[Obj]) enqueue(it *item[Obj]) {
+	it.pickedAt = l.now
+	l.busy[it.key] = it
+	l.ready = append(l.ready, it)
+}

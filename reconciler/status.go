@@ -1,0 +1,374 @@
+package reconciler
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/cilium/statedb/index"
+	"go.yaml.in/yaml/v3"
+)
+
+// Sentinel errors of status.go and statusset.go.
+//
+// They belong in errors.go and will move there; they live here for now so
+// that the status types and the rest of the package can be written apart.
+var (
+	// ErrUnknownStatusKind is wrapped by every error that rejects a status
+	// kind: a name that is not one of "Pending", "Refreshing", "Done" or
+	// "Error", a JSON value that is not such a string (numbers and null
+	// included), a YAML node that is not such a string scalar, an
+	// out-of-range StatusKind being marshalled, and an index key that
+	// encodes no kind.
+	ErrUnknownStatusKind = errors.New("unknown status kind")
+
+	// ErrMalformedStatusSet is wrapped by every error that rejects a
+	// serialized StatusSet: a value that is not an object, an unknown or
+	// repeated field, a null where an object or number is required, a
+	// status name given twice, or (when marshalling) a status name that is
+	// not valid UTF-8 and so could not be read back.
+	ErrMalformedStatusSet = errors.New("malformed status set")
+)
+
+// StatusKind is the state of one object's reconciliation.
+//
+// The zero value is StatusKindPending on purpose: an object inserted with an
+// unset status, or decoded from JSON or YAML without a "kind" key, is
+// reconciled rather than silently skipped.
+type StatusKind uint8
+
+const (
+	// StatusKindPending means the object changed and waits for an Update
+	// (or, once deleted, a Delete). It is the zero value.
+	StatusKindPending StatusKind = iota
+
+	// StatusKindRefreshing means the object was Done and is being
+	// reconciled again to repair drift in the target. Like Pending, it is
+	// picked up by the next round.
+	StatusKindRefreshing
+
+	// StatusKindDone means the last Update of this revision succeeded.
+	StatusKindDone
+
+	// StatusKindError means the last Update failed; Status.Error says why
+	// and a retry is scheduled unless the error was permanent.
+	StatusKindError
+
+	// statusKindCount is the number of valid kinds; every kind at or past
+	// it is invalid.
+	statusKindCount
+)
+
+// statusKindNames holds the canonical name of each valid kind, indexed by
+// kind. Parsing is exact and case-sensitive against these.
+var statusKindNames = [statusKindCount]string{
+	StatusKindPending:    "Pending",
+	StatusKindRefreshing: "Refreshing",
+	StatusKindDone:       "Done",
+	StatusKindError:      "Error",
+}
+
+// statusKindKeyBytes backs the index keys: one readable byte per valid kind
+// and, last, '?' for every invalid kind. '?' is none of the valid bytes, so
+// an object with a corrupt kind is indexed but never matches a query for a
+// valid kind.
+var statusKindKeyBytes = [statusKindCount + 1]byte{
+	StatusKindPending:    'P',
+	StatusKindRefreshing: 'R',
+	StatusKindDone:       'D',
+	StatusKindError:      'E',
+	statusKindCount:      '?',
+}
+
+// statusKindKeys are preallocated so that Key never allocates: it is called
+// for every object on every insert into a table with a status index. Each
+// key's capacity is cut to its length, so appending to a returned key copies
+// instead of overwriting the shared array.
+var statusKindKeys = func() (keys [statusKindCount + 1]index.Key) {
+	for i := range keys {
+		keys[i] = statusKindKeyBytes[i : i+1 : i+1]
+	}
+	return keys
+}()
+
+// String returns the kind's name: "Pending", "Refreshing", "Done" or
+// "Error". An out-of-range kind gives "StatusKind(N)" with its number, so a
+// corrupt value is visible rather than mistaken for a valid one.
+func (k StatusKind) String() string {
+	if k.Valid() {
+		return statusKindNames[k]
+	}
+	return "StatusKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Valid reports whether k is one of the four defined kinds.
+func (k StatusKind) Valid() bool {
+	return k < statusKindCount
+}
+
+// ParseStatusKind returns the kind whose String is exactly s. Names are
+// case-sensitive ("done" is not "Done"). Any other input gives an error
+// that wraps ErrUnknownStatusKind and quotes s.
+func ParseStatusKind(s string) (StatusKind, error) {
+	for k, name := range statusKindNames {
+		if s == name {
+			return StatusKind(k), nil
+		}
+	}
+	return 0, fmt.Errorf("%w %q (want Pending, Refreshing, Done or Error)", ErrUnknownStatusKind, s)
+}
+
+// MarshalText returns the kind's name. An invalid kind gives an error
+// wrapping ErrUnknownStatusKind: writing "StatusKind(9)" would produce text
+// that cannot be read back.
+func (k StatusKind) MarshalText() ([]byte, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return []byte(statusKindNames[k]), nil
+}
+
+// UnmarshalText sets k to the kind named by text, as ParseStatusKind does.
+// On error k is left unchanged.
+func (k *StatusKind) UnmarshalText(text []byte) error {
+	parsed, err := ParseStatusKind(string(text))
+	if err != nil {
+		return err
+	}
+	*k = parsed
+	return nil
+}
+
+// MarshalJSON returns the kind's name as a JSON string, e.g. "Done". An
+// invalid kind gives an error wrapping ErrUnknownStatusKind.
+func (k StatusKind) MarshalJSON() ([]byte, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return []byte(`"` + statusKindNames[k] + `"`), nil
+}
+
+// UnmarshalJSON sets k from a JSON string holding a kind's name. Anything
+// else fails with an error wrapping ErrUnknownStatusKind: numbers, unknown
+// or lower-case names, the empty string, and null. encoding/json's habit of
+// treating null as "leave unchanged" is refused on purpose, so that a null
+// kind cannot silently become Pending. On error k is left unchanged.
+func (k *StatusKind) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '"' {
+		return fmt.Errorf("%w: want a JSON string, got %s", ErrUnknownStatusKind, statusSnippet(data))
+	}
+	var name string
+	if err := json.Unmarshal(data, &name); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnknownStatusKind, err)
+	}
+	return k.UnmarshalText([]byte(name))
+}
+
+// MarshalYAML returns the kind's name, so YAML shows "kind: Done". An
+// invalid kind gives an error wrapping ErrUnknownStatusKind.
+func (k StatusKind) MarshalYAML() (any, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return statusKindNames[k], nil
+}
+
+// UnmarshalYAML sets k from a string scalar holding a kind's name (plain or
+// quoted). Sequences, mappings, non-string scalars (numbers, booleans,
+// null) and unknown names fail with an error wrapping ErrUnknownStatusKind.
+//
+// yaml.v3 does not call unmarshalers for null values, so "kind: ~" inside
+// a larger document decodes to the zero value, Pending, the same as a
+// missing "kind" key. StatusSet's decoder rejects it.
+func (k *StatusKind) UnmarshalYAML(n *yaml.Node) error {
+	n = yamlResolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		return fmt.Errorf("%w: want a string scalar, got %s at line %d",
+			ErrUnknownStatusKind, yamlNodeDescription(n), n.Line)
+	}
+	return k.UnmarshalText([]byte(n.Value))
+}
+
+// Key returns the statedb index key of the kind: one byte per valid kind,
+// and for every invalid kind a byte that matches no valid kind. It never
+// allocates; the returned key is shared and must not be modified.
+func (k StatusKind) Key() index.Key {
+	if !k.Valid() {
+		return statusKindKeys[statusKindCount]
+	}
+	return statusKindKeys[k]
+}
+
+// StatusKindFromKey is the inverse of StatusKind.Key for valid kinds. A key
+// that is not exactly one valid kind's key (including the key Key gives
+// for invalid kinds) fails with an error wrapping ErrUnknownStatusKind.
+func StatusKindFromKey(key index.Key) (StatusKind, error) {
+	if len(key) == 1 {
+		for k := range statusKindCount {
+			if key[0] == statusKindKeyBytes[k] {
+				return k, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: no kind has index key %q", ErrUnknownStatusKind, []byte(key))
+}
+
+// Status is the reconciliation status that a reconciler reads from and
+// writes into each object (Config.GetObjectStatus, Config.SetObjectStatus).
+//
+// Keep it in a named field (Status reconciler.Status): an anonymous embed
+// would promote String to the user's object. The zero value is a Pending
+// status with no ID. In JSON and YAML a missing "kind" key means Pending;
+// an unknown kind is an error.
+type Status struct {
+	// Kind is the state of the object's reconciliation.
+	Kind StatusKind `json:"kind" yaml:"kind"`
+
+	// UpdatedAt is when the status was set; zero if unknown.
+	UpdatedAt time.Time `json:"updated-at,omitzero" yaml:"updated-at,omitempty"`
+
+	// Error is the message of the failed operation. It is empty unless
+	// Kind is StatusKindError.
+	Error string `json:"error,omitempty" yaml:"error,omitempty"`
+
+	// ID identifies one pending request: Pending and Refreshing statuses
+	// carry a fresh, process-unique, nonzero ID, Done and Error carry 0.
+	// A StatusSet gives all its absent names the set's ID, which is how a
+	// reconciler tells that a status-only change by another reconciler
+	// still belongs to the same request.
+	ID uint64 `json:"id,omitempty" yaml:"id,omitempty"`
+}
+
+// lastStatusID is the last ID handed out by newStatusID.
+var lastStatusID atomic.Uint64
+
+// newStatusID returns a process-unique, nonzero ID for a pending request.
+// It is safe for concurrent use.
+func newStatusID() uint64 {
+	id := lastStatusID.Add(1)
+	if id == 0 {
+		// Only after 2^64 IDs; 0 means "no request", so skip it.
+		id = lastStatusID.Add(1)
+	}
+	return id
+}
+
+// StatusPending returns a Pending status stamped now, with a fresh ID. Set
+// it on an object whose data changed to have it reconciled.
+func StatusPending() Status {
+	return Status{Kind: StatusKindPending, UpdatedAt: time.Now(), ID: newStatusID()}
+}
+
+// StatusRefreshing returns a Refreshing status stamped now, with a fresh
+// ID: the object is reconciled again though its data did not change.
+func StatusRefreshing() Status {
+	return Status{Kind: StatusKindRefreshing, UpdatedAt: time.Now(), ID: newStatusID()}
+}
+
+// StatusDone returns a Done status stamped now, with ID 0.
+func StatusDone() Status {
+	return Status{Kind: StatusKindDone, UpdatedAt: time.Now()}
+}
+
+// StatusError returns an Error status stamped now, with ID 0 and err's
+// message. A nil err gives the message "unknown error", so an Error status
+// never has an empty message.
+func StatusError(err error) Status {
+	msg := "unknown error"
+	if err != nil {
+		msg = err.Error()
+	}
+	return Status{Kind: StatusKindError, UpdatedAt: time.Now(), Error: msg}
+}
+
+// IsPendingOrRefreshing reports whether the status asks for reconciliation.
+func (s Status) IsPendingOrRefreshing() bool {
+	return s.Kind == StatusKindPending || s.Kind == StatusKindRefreshing
+}
+
+// String returns the kind, then ": " and the error message if there is
+// one, then the age if UpdatedAt is set: "Done (3s ago)", "Error: boom
+// (1m ago)", "Pending". Ages are whole seconds, minutes, hours or days,
+// or milliseconds under a second.
+func (s Status) String() string {
+	return s.stringAt(time.Now())
+}
+
+// stringAt is String with an explicit clock, for tests.
+func (s Status) stringAt(now time.Time) string {
+	out := s.Kind.String()
+	if s.Error != "" {
+		out += ": " + s.Error
+	}
+	if !s.UpdatedAt.IsZero() {
+		out += " (" + statusAge(now.Sub(s.UpdatedAt)) + " ago)"
+	}
+	return out
+}
+
+// statusAge formats d coarsely: a status line needs the order of magnitude,
+// not "1m23.456789s". A negative d (clock skew) shows as 0s.
+func statusAge(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d < time.Hour:
+		return strconv.FormatInt(int64(d/time.Minute), 10) + "m"
+	case d < 24*time.Hour:
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	default:
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+}
+
+// statusSnippet quotes at most the first 32 bytes of a rejected input, so
+// an error message stays short however large the input.
+func statusSnippet(data []byte) string {
+	const limit = 32
+	if len(data) > limit {
+		return strconv.Quote(string(data[:limit])) + "..."
+	}
+	return strconv.Quote(string(data))
+}
+
+// yamlNodeDescription names a node's kind and tag for error messages.
+func yamlNodeDescription(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.ShortTag() + " " + statusSnippet([]byte(n.Value))
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a sequence"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.DocumentNode:
+		return "a document"
+	default:
+		return "an empty node"
+	}
+}
+
+// yamlResolve unwraps a document node and follows aliases, which
+// yaml.v3 leaves to the caller of a Node.
+func yamlResolve(n *yaml.Node) *yaml.Node {
+	for {
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) == 1:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode && n.Alias != nil:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+}

@@ -1,0 +1,62 @@
+package reconciler
+
+import "time"
+
+// timer is a one-shot timer the loop arms and selects on. Unarmed, its
+// channel is nil, so a select case on it never fires.
+type timer struct {
+	t     *time.Timer
+	armed bool
+	at    time.Time
+}
+
+// arm makes the timer fire after d, unless it is already armed to fire
+// earlier.
+func (t *timer) arm(d time.Duration) {
+	at := time.Now().Add(d)
+	if t.armed && !at.Before(t.at) {
+		return
+	}
+	t.armed, t.at = true, at
+	if t.t == nil {
+		t.t = time.NewTimer(d)
+	} else {
+		t.t.Reset(d)
+	}
+}
+
+// disarm stops the timer.
+func (t *timer) disarm() {
+	if t.armed {
+		t.t.Stop()
+		t.armed = false
+	}
+}
+
+// c is the channel to select on: nil when unarmed.
+func (t *timer) c() <-chan time.Time {
+	if !t.armed {
+		return nil
+	}
+	return t.t.C
+}
+
+// fired marks the timer as no longer armed after its channel fired.
+func (t *timer) fired() { t.armed = false }
+
+// loopTimers are the loop's wake-ups that are not channels of their own.
+type loopTimers struct {
+	round   timer // the round limiter allows the next round
+	retry   timer // the earliest retry is due
+	commit  timer // finished results have waited long enough
+	full    timer // the next periodic full reconciliation
+	refresh timer // the refresh limiter allows more marking
+}
+
+func newLoopTimers() *loopTimers { return &loopTimers{} }
+
+func (ts *loopTimers) stop() {
+	for _, t := range []*timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh} {
+		t.disarm()
+	}
+}

@@ -1,0 +1,296 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// commitDelay is how long finished results may wait for the rest of their
+// round before they are committed anyway, so that one slow or hung
+// operation does not hold back the statuses of the others.
+const commitDelay = 10 * time.Millisecond
+
+// task is one unit of work for a worker: one object, a batch, or a prune.
+type task[Obj any] struct {
+	op    Op
+	one   *item[Obj]   // OpUpdate, OpDelete
+	batch []*item[Obj] // OpUpdateBatch, OpDeleteBatch
+	txn   statedb.ReadTxn
+
+	// Set by the worker for prunes.
+	err error
+	dur time.Duration
+}
+
+// resultBox hands finished tasks from the workers to the loop.
+type resultBox[Obj any] struct {
+	mu      sync.Mutex
+	done    []task[Obj]
+	running int       // tasks handed out and not yet finished
+	firstAt time.Time // when the oldest uncollected task finished
+
+	// notify wakes the loop; capacity one, sent to without blocking.
+	notify chan struct{}
+
+	// Owned by the loop: what the last collect returned.
+	committed bool
+}
+
+func newResultBox[Obj any]() *resultBox[Obj] {
+	return &resultBox[Obj]{notify: make(chan struct{}, 1)}
+}
+
+// finish is called by a worker. It wakes the loop only when the loop has
+// something to do: the first result to arm the commit timer, and the last
+// running task or a full batch to commit now.
+func (rb *resultBox[Obj]) finish(t task[Obj], commitAt int) {
+	rb.mu.Lock()
+	rb.done = append(rb.done, t)
+	rb.running--
+	if len(rb.done) == 1 {
+		rb.firstAt = time.Now()
+	}
+	wake := len(rb.done) == 1 || rb.running == 0 || len(rb.done) >= commitAt
+	rb.mu.Unlock()
+	if wake {
+		select {
+		case rb.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// shouldCommit reports whether the loop should commit now; when results
+// wait but not for long enough, it arms the commit timer instead.
+func (rb *resultBox[Obj]) shouldCommit(now time.Time, ts *loopTimers) bool {
+	rb.committed = false
+	rb.mu.Lock()
+	n, running, firstAt := len(rb.done), rb.running, rb.firstAt
+	rb.mu.Unlock()
+	if n == 0 {
+		return false
+	}
+	if running == 0 || n >= commitBatch || now.Sub(firstAt) >= commitDelay {
+		ts.commit.disarm()
+		return true
+	}
+	ts.commit.arm(commitDelay - now.Sub(firstAt))
+	return false
+}
+
+// commitBatch is the number of finished tasks that is committed without
+// waiting for the rest of the round.
+const commitBatch = 256
+
+// take returns the finished tasks and empties the box.
+func (rb *resultBox[Obj]) take(buf []task[Obj]) []task[Obj] {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	buf = append(buf[:0], rb.done...)
+	clear(rb.done)
+	rb.done = rb.done[:0]
+	rb.committed = true
+	return buf
+}
+
+func (rb *resultBox[Obj]) started(n int) {
+	rb.mu.Lock()
+	rb.running += n
+	rb.mu.Unlock()
+}
+
+func (rb *resultBox[Obj]) inFlight() int {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return rb.running
+}
+
+// dispatch hands the ready items to the workers: one task per item, or with
+// BatchOperations one batch of updates and one of deletes.
+func (l *loop[Obj]) dispatch() {
+	if len(l.ready) == 0 || l.full.draining() || l.suspended() {
+		return
+	}
+	txn := l.roundTxn
+	var tasks []task[Obj]
+	if l.cfg.BatchOperations != nil {
+		var updates, deletes []*item[Obj]
+		for _, it := range l.ready {
+			if it.deleted {
+				deletes = append(deletes, it)
+			} else {
+				updates = append(updates, it)
+			}
+		}
+		if len(updates) > 0 {
+			tasks = append(tasks, task[Obj]{op: OpUpdateBatch, batch: updates, txn: txn})
+		}
+		if len(deletes) > 0 {
+			tasks = append(tasks, task[Obj]{op: OpDeleteBatch, batch: deletes, txn: txn})
+		}
+	} else {
+		tasks = make([]task[Obj], len(l.ready))
+		for i, it := range l.ready {
+			op := OpUpdate
+			if it.deleted {
+				op = OpDelete
+			}
+			tasks[i] = task[Obj]{op: op, one: it, txn: txn}
+		}
+	}
+	clear(l.ready)
+	l.ready = l.ready[:0]
+	l.results.started(len(tasks))
+	for _, t := range tasks {
+		// Never blocks: the channel holds RoundSize+2 tasks and at most
+		// RoundSize objects are busy at once.
+		l.work <- t
+	}
+}
+
+// worker runs tasks until the loop closes the work channel.
+func (l *loop[Obj]) worker(ctx context.Context) {
+	defer l.wg.Done()
+	commitAt := commitBatch
+	for t := range l.work {
+		if ctx.Err() != nil {
+			continue // stopping: start nothing new
+		}
+		l.runTask(ctx, &t)
+		l.results.finish(t, commitAt)
+	}
+}
+
+func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj]) {
+	ops := l.cfg.Operations
+	switch t.op {
+	case OpUpdate, OpDelete:
+		it := t.one
+		it.target = l.cfg.CloneObject(it.obj)
+		start := time.Now()
+		it.err = l.call(ctx, t.op, it.key, it.failures, func(ctx context.Context) error {
+			if t.op == OpUpdate {
+				return ops.Update(ctx, t.txn, it.rev, it.target)
+			}
+			return ops.Delete(ctx, t.txn, it.rev, it.target)
+		})
+		it.result = l.classify(it.err, it.failures)
+		l.metrics.Operation(t.op, it.result, 1, time.Since(start))
+
+	case OpUpdateBatch, OpDeleteBatch:
+		entries := make([]BatchEntry[Obj], len(t.batch))
+		for i, it := range t.batch {
+			it.target = l.cfg.CloneObject(it.obj)
+			entries[i] = BatchEntry[Obj]{Object: it.target, Revision: it.rev}
+		}
+		bops := l.cfg.BatchOperations
+		start := time.Now()
+		err := l.call(ctx, t.op, "", 0, func(ctx context.Context) error {
+			if t.op == OpUpdateBatch {
+				bops.UpdateBatch(ctx, t.txn, entries)
+			} else {
+				bops.DeleteBatch(ctx, t.txn, entries)
+			}
+			return nil
+		})
+		worst := ResultOK
+		for i, it := range t.batch {
+			it.target = entries[i].Object
+			it.err = entries[i].Result
+			if err != nil {
+				// The whole batch panicked or timed out.
+				it.err = err
+			}
+			it.result = l.classify(it.err, it.failures)
+			worst = worse(worst, it.result)
+		}
+		l.metrics.Operation(t.op, worst, len(t.batch), time.Since(start))
+
+	case OpPrune:
+		start := time.Now()
+		t.err = l.call(ctx, OpPrune, "", 0, func(ctx context.Context) error {
+			return ops.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
+		})
+		t.dur = time.Since(start)
+		l.metrics.Operation(OpPrune, l.classify(t.err, -1), l.cfg.Table.NumObjects(t.txn), t.dur)
+	}
+}
+
+// call runs one operation with the operation timeout and turns a panic into
+// an error wrapping ErrPanic. The stack is logged when a key first panics
+// (failures == 0), not on every retry.
+func (l *loop[Obj]) call(ctx context.Context, op Op, key string, failures int, fn func(context.Context) error) (err error) {
+	if l.cfg.OperationTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.cfg.OperationTimeout)
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrPanic, op, p)
+			if failures == 0 {
+				l.log.Error("Operation panicked; recovered, the object will be retried",
+					"op", op, "key", key, "panic", p, "stack", string(debug.Stack()))
+			}
+		}
+	}()
+	err = fn(ctx)
+	if err != nil && l.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w after %s: %s: %w", ErrTimeout, l.cfg.OperationTimeout, op, err)
+	}
+	return err
+}
+
+// classify maps an operation's error to its metrics result. failures is
+// the object's consecutive failures before this attempt, or -1 for a prune,
+// which has no retry budget.
+func (l *loop[Obj]) classify(err error, failures int) Result {
+	switch {
+	case err == nil:
+		return ResultOK
+	case isDeferral(err):
+		return ResultDeferred
+	case errors.Is(err, ErrPanic):
+		return ResultPanic
+	case IsPermanent(err):
+		return ResultPermanent
+	case l.cfg.MaxRetries > 0 && failures >= 0 && failures+1 >= l.cfg.MaxRetries:
+		return ResultExhausted
+	case errors.Is(err, ErrTimeout):
+		return ResultTimeout
+	default:
+		return ResultError
+	}
+}
+
+// worse orders results for reporting a batch by its worst entry.
+func worse(a, b Result) Result {
+	rank := func(r Result) int {
+		switch r {
+		case ResultOK:
+			return 0
+		case ResultDeferred:
+			return 1
+		case ResultError:
+			return 2
+		case ResultTimeout:
+			return 3
+		case ResultPermanent:
+			return 4
+		case ResultExhausted:
+			return 5
+		default: // ResultPanic
+			return 6
+		}
+	}
+	if rank(b) > rank(a) {
+		return b
+	}
+	return a
+}
