@@ -89,12 +89,16 @@ func (l *loop[Obj]) report(now time.Time) {
 	l.reportHealth(l.cfg.Table.NumObjects(txn))
 	l.progress.set(l.watermarks())
 
-	inFlight := l.results.inFlight()
+	var oldest time.Duration
+	for _, it := range l.busy {
+		oldest = max(oldest, now.Sub(it.pickedAt))
+	}
 	l.metrics.Gauges(Gauges{
-		Failing:  len(l.status.failing),
-		Waiting:  len(l.busy),
-		InFlight: inFlight,
-		Retries:  l.retries.len(),
+		Failing:       len(l.status.failing),
+		Waiting:       len(l.busy),
+		InFlight:      l.results.inFlight(),
+		Retries:       l.retries.len(),
+		OldestWaiting: oldest,
 	})
 }
 

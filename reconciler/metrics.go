@@ -48,6 +48,10 @@ type Gauges struct {
 	Waiting  int // objects picked up but not yet reconciled, plus retries that are due
 	InFlight int // operations running now (a batch counts once)
 	Retries  int // objects in the retry queue
+
+	// OldestWaiting is how long the longest-waiting picked-up object has
+	// waited for its result to be committed (zero when none waits).
+	OldestWaiting time.Duration
 }
 
 // Metrics is how a reconciler reports what it does. Implementations live in
