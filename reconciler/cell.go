@@ -22,6 +22,10 @@ type Params struct {
 	// DefaultMetrics is used by reconcilers whose Config.Metrics is nil.
 	// metrics.Cell provides it.
 	DefaultMetrics Metrics `optional:"true"`
+
+	// Registry, provided by Cell, makes the reconciler visible to the
+	// reconciler/... script commands.
+	Registry *Registry `optional:"true"`
 }
 
 // Register constructs a reconciler and adds it to the module's job group.

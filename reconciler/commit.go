@@ -53,11 +53,13 @@ func (l *loop[Obj]) commit(ctx context.Context, ts *loopTimers) {
 	for _, it := range done {
 		delete(l.busy, it.key)
 		if it.hasNext && !l.sameRequest(it) {
-			l.onChange(it.next)
+			l.onChange(it.next, it.nextFloor)
 		}
 	}
 	if objects > 0 {
-		l.metrics.Round(objects, time.Since(l.roundStart(done)))
+		d := time.Since(l.roundStart(done))
+		l.metrics.Round(objects, d)
+		l.lastRound = RoundInfo{At: now, Objects: objects, Duration: d}
 	}
 }
 
@@ -94,7 +96,7 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 	if isDeferral(err) {
 		// Not ready yet, not a failure: the status stays Pending.
 		d, _ := retryAfter(err)
-		l.scheduleRetry(it, it.rev, it.failures, now.Add(d))
+		l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
 		return
 	}
 	giveUp := false
@@ -112,10 +114,10 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 	case err == nil:
 		l.status.clearFailing(it.key)
 	case giveUp:
-		l.status.setFailing(it.key, err.Error(), now)
+		l.status.setFailing(it.key, err.Error(), false, now)
 	default:
-		l.status.setFailing(it.key, err.Error(), now)
-		l.scheduleRetry(it, it.rev, it.failures+1, now.Add(l.retryDelay(it)))
+		l.status.setFailing(it.key, err.Error(), false, now)
+		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
 	}
 }
 
@@ -179,23 +181,24 @@ func (l *loop[Obj]) commitDelete(wtxn statedb.WriteTxn, it *item[Obj], now time.
 	}
 	if isDeferral(it.err) {
 		d, _ := retryAfter(it.err)
-		l.scheduleRetry(it, it.rev, it.failures, now.Add(d))
+		l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
 		return
 	}
 	err, giveUp := l.failure(it)
-	l.status.setFailing(it.key, "delete: "+err.Error(), now)
+	l.status.setFailing(it.key, "delete: "+err.Error(), true, now)
 	if !giveUp {
-		l.scheduleRetry(it, it.rev, it.failures+1, now.Add(l.retryDelay(it)))
+		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
 	}
 }
 
-func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures int, due time.Time) {
+func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures int, deferred bool, due time.Time) {
 	l.retries.add(&retryEntry[Obj]{
 		key:      it.key,
 		obj:      it.obj,
 		rev:      rev,
 		origRev:  it.origRev,
 		deleted:  it.deleted,
+		deferred: deferred,
 		failures: failures,
 		due:      due,
 	})

@@ -44,6 +44,10 @@ func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
 // and schedule the next full reconciliation.
 func (l *loop[Obj]) pruneDone(t *task[Obj], now time.Time, ts *loopTimers) {
 	l.metrics.FullReconciliation(now.Sub(l.full.since), t.err)
+	l.lastFull = FullInfo{At: now, Duration: now.Sub(l.full.since)}
+	if t.err != nil {
+		l.lastFull.Error = t.err.Error()
+	}
 	l.full.lastErr = t.err
 	l.full.pruning = false
 	l.full.since = time.Time{}

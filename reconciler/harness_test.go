@@ -127,6 +127,7 @@ func newFixture(t testing.TB) *fixture {
 	f.hive = hive.New(
 		statedb.Cell,
 		job.Cell,
+		reconciler.Cell,
 		cell.Provide(
 			cell.NewSimpleHealth,
 			func(h *cell.SimpleHealth) hive.ScriptCmdOut {
@@ -244,21 +245,8 @@ func (f *fixture) start(s *script.State) error {
 // WaitForReconciliation for the statuses.
 func (f *fixture) waitReconciled(ctx context.Context, r reconciler.Reconciler[*testObject], checkStatus bool) error {
 	rev := f.table.Revision(f.db.ReadTxn())
-	for {
-		reconciled, retryLow, err := r.WaitUntilReconciled(ctx, rev)
-		if err != nil {
-			return err
-		}
-		if reconciled >= rev && retryLow > rev {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for retries below revision %d: %w", retryLow, ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-			// WaitUntilReconciled returns at once while a retry is
-			// pending; back off a little between checks.
-		}
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		return err
 	}
 	if checkStatus {
 		return reconciler.WaitForReconciliation(ctx, f.db, f.table.ToTable(), statusIndex)

@@ -15,37 +15,76 @@ const maxHealthErrors = 10
 
 // failure is why one object is failing and since when.
 type failure struct {
-	err   string
-	since time.Time
+	err     string
+	since   time.Time
+	deleted bool // a failed delete: the object is no longer in the table
 }
 
 // healthState tracks the failing objects and what was last reported.
 type healthState struct {
-	failing map[string]failure
-	dirty   bool   // failing changed since the last report
-	last    string // the last health message, to skip repeats
+	failing        map[string]failure
+	failingDeletes int    // how many of failing are deletes
+	dirty          bool   // failing changed since the last report
+	last           string // the last health message, to skip repeats
+	recent         recentErrors
 }
 
 func newHealthState() healthState {
 	return healthState{failing: map[string]failure{}, dirty: true}
 }
 
-func (h *healthState) setFailing(key, err string, now time.Time) {
+func (h *healthState) setFailing(key, err string, deleted bool, now time.Time) {
+	h.recent.add(ObjectError{Key: printableKey(key), Error: err, At: now})
+	since := now
 	if f, ok := h.failing[key]; ok {
-		if f.err == err {
+		if f.err == err && f.deleted == deleted {
 			return
 		}
-		now = f.since
+		since = f.since
+		if f.deleted {
+			h.failingDeletes--
+		}
 	}
-	h.failing[key] = failure{err: err, since: now}
+	h.failing[key] = failure{err: err, since: since, deleted: deleted}
+	if deleted {
+		h.failingDeletes++
+	}
 	h.dirty = true
 }
 
 func (h *healthState) clearFailing(key string) {
-	if _, ok := h.failing[key]; ok {
+	if f, ok := h.failing[key]; ok {
 		delete(h.failing, key)
+		if f.deleted {
+			h.failingDeletes--
+		}
 		h.dirty = true
 	}
+}
+
+// recentErrors keeps the last few failures, newest last, for Status().
+type recentErrors struct {
+	buf  [maxRecentErrors]ObjectError
+	next int
+	n    int
+}
+
+// maxRecentErrors bounds the errors Status() reports.
+const maxRecentErrors = 16
+
+func (r *recentErrors) add(e ObjectError) {
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % maxRecentErrors
+	r.n = min(r.n+1, maxRecentErrors)
+}
+
+// list returns the recent errors, newest first.
+func (r *recentErrors) list() []ObjectError {
+	out := make([]ObjectError, 0, r.n)
+	for i := 1; i <= r.n; i++ {
+		out = append(out, r.buf[(r.next-i+maxRecentErrors)%maxRecentErrors])
+	}
+	return out
 }
 
 // firstErrors returns the failures of the smallest keys, at most n, in key
@@ -80,26 +119,75 @@ func printableKey(k string) string {
 	return k
 }
 
-// report publishes health, progress and gauges after a round.
+// report publishes health, progress, gauges and the status snapshot
+// after a round. It walks the busy items once: work proportional to the
+// round, not to the table.
 func (l *loop[Obj]) report(now time.Time) {
 	txn := l.roundTxn
 	if txn == nil {
 		txn = l.db.ReadTxn()
 	}
-	l.reportHealth(l.cfg.Table.NumObjects(txn))
-	l.progress.set(l.watermarks())
+	objects := l.cfg.Table.NumObjects(txn)
+	l.reportHealth(objects)
 
-	var oldest time.Duration
-	for _, it := range l.busy {
-		oldest = max(oldest, now.Sub(it.pickedAt))
-	}
+	b := l.scanBusy(now)
+	l.progress.set(b.reconciled, b.retryLow)
 	l.metrics.Gauges(Gauges{
 		Failing:       len(l.status.failing),
 		Waiting:       len(l.busy),
-		InFlight:      l.results.inFlight(),
+		InFlight:      b.inFlight,
 		Retries:       l.retries.len(),
-		OldestWaiting: oldest,
+		OldestWaiting: b.oldest,
 	})
+	l.publishSnapshot(now, objects, b)
+}
+
+// busyScan is what report learns from one pass over the busy items.
+type busyScan struct {
+	reconciled, retryLow statedb.Revision
+	oldest               time.Duration
+	inFlight             int
+	pending, refreshing  int // busy objects (not deletes) by status kind
+	errorsBusy           int // busy retries of objects in Error
+	failingBusy          int // busy objects that are also in the failing set
+}
+
+// scanBusy computes the watermarks WaitUntilReconciled reports (every change
+// up to reconciled has been attempted; retryLow is the lowest revision of a
+// change still waiting for a successful retry, reconciled+1 when none) and
+// the counts of the status snapshot.
+func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
+	b := busyScan{reconciled: l.pulledTo, retryLow: ^statedb.Revision(0), inFlight: l.results.inFlight()}
+	if low, ok := l.retries.lowWatermark(); ok {
+		b.retryLow = low
+	}
+	for key, it := range l.busy {
+		if it.failures == 0 {
+			b.reconciled = min(b.reconciled, it.floor)
+		} else {
+			b.retryLow = min(b.retryLow, it.origRev)
+		}
+		if it.hasNext {
+			b.reconciled = min(b.reconciled, it.nextFloor)
+		}
+		b.oldest = max(b.oldest, now.Sub(it.pickedAt))
+		if it.deleted {
+			continue
+		}
+		switch it.status.Kind {
+		case StatusKindPending:
+			b.pending++
+		case StatusKindRefreshing:
+			b.refreshing++
+		case StatusKindError:
+			b.errorsBusy++
+		}
+		if f, ok := l.status.failing[key]; ok && !f.deleted {
+			b.failingBusy++
+		}
+	}
+	b.retryLow = min(b.retryLow, b.reconciled+1)
+	return b
 }
 
 func (l *loop[Obj]) reportHealth(objects int) {
@@ -136,28 +224,4 @@ func (l *loop[Obj]) reportHealth(objects int) {
 		h.last = msg
 		l.health.OK(msg)
 	}
-}
-
-// watermarks computes what WaitUntilReconciled reports: every change up to
-// reconciled has been attempted; retryLow is the lowest revision of a change
-// still waiting for a successful retry (reconciled+1 when none). It walks
-// the busy items: work proportional to the round, not to the table.
-func (l *loop[Obj]) watermarks() (reconciled, retryLow statedb.Revision) {
-	reconciled = l.pulledTo
-	retryLow = ^statedb.Revision(0)
-	if low, ok := l.retries.lowWatermark(); ok {
-		retryLow = low
-	}
-	for _, it := range l.busy {
-		if it.failures == 0 {
-			reconciled = min(reconciled, it.rev-1)
-		} else {
-			retryLow = min(retryLow, it.origRev)
-		}
-		if it.hasNext {
-			reconciled = min(reconciled, it.next.rev-1)
-		}
-	}
-	retryLow = min(retryLow, reconciled+1)
-	return reconciled, retryLow
 }

@@ -22,7 +22,8 @@ type change[Obj any] struct {
 type item[Obj any] struct {
 	key string
 	change[Obj]
-	origRev  statedb.Revision // revision of the change that started this run of failures
+	floor    statedb.Revision // the request was made after this revision
+	origRev  statedb.Revision // lowest revision the request that started this run of failures can have
 	failures int              // consecutive failures before this attempt
 	status   Status           // this reconciler's status of obj as picked up (for merging)
 	pickedAt time.Time
@@ -34,8 +35,9 @@ type item[Obj any] struct {
 
 	// next is the newest change of this key seen while this item was
 	// busy; it is handled once this item is committed.
-	next    change[Obj]
-	hasNext bool
+	next      change[Obj]
+	nextFloor statedb.Revision
+	hasNext   bool
 }
 
 // loop is the state of one run of a reconciler: everything here is owned by
@@ -67,6 +69,8 @@ type loop[Obj comparable] struct {
 	wg      sync.WaitGroup
 
 	initialized bool
+	lastRound   RoundInfo
+	lastFull    FullInfo
 	full        fullState
 	refresh     refreshState[Obj]
 	status      healthState

@@ -31,12 +31,18 @@ func (p *progress) set(reconciled, retryLow statedb.Revision) {
 	p.changed = make(chan struct{})
 }
 
+// wait blocks until every change up to rev has been attempted.
 func (p *progress) wait(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
+	return p.waitUntil(ctx, func(reconciled, _ statedb.Revision) bool { return reconciled >= rev })
+}
+
+// waitUntil blocks until done accepts the published values or ctx ends.
+func (p *progress) waitUntil(ctx context.Context, done func(reconciled, retryLow statedb.Revision) bool) (statedb.Revision, statedb.Revision, error) {
 	for {
 		p.mu.Lock()
 		reconciled, retryLow, changed := p.reconciled, p.retryLow, p.changed
 		p.mu.Unlock()
-		if reconciled >= rev {
+		if done(reconciled, retryLow) {
 			return reconciled, retryLow, nil
 		}
 		select {

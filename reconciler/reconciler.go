@@ -30,6 +30,9 @@ type reconciler[Obj comparable] struct {
 	// paused is set while suspended; wake tells the loop it changed.
 	paused atomic.Bool
 	wake   chan struct{}
+
+	// snapshot is the latest StatusSnapshot, published by the loop.
+	snapshot atomic.Pointer[StatusSnapshot]
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
@@ -72,6 +75,11 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		wake:        make(chan struct{}, 1),
 	}
 	r.paused.Store(cfg.StartSuspended)
+	if p.Registry != nil {
+		if err := p.Registry.add(id, r); err != nil {
+			return nil, err
+		}
+	}
 	p.JobGroup.Add(job.OneShot(r.jobName(), r.run))
 	return r, nil
 }
@@ -120,6 +128,23 @@ func (r *reconciler[Obj]) poke() {
 // WaitUntilReconciled implements Reconciler.
 func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
 	return r.progress.wait(ctx, rev)
+}
+
+// WaitUntilSettled implements Reconciler.
+func (r *reconciler[Obj]) WaitUntilSettled(ctx context.Context, rev statedb.Revision) error {
+	reconciled, retryLow, err := r.progress.waitUntil(ctx, func(reconciled, retryLow statedb.Revision) bool {
+		return reconciled >= rev && retryLow > rev
+	})
+	if err != nil {
+		return fmt.Errorf("reconciled up to revision %d, retries pending from %d, waiting for %d: %w",
+			reconciled, retryLow, rev, err)
+	}
+	return nil
+}
+
+// waitSettled waits until every change made before the call has settled.
+func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
+	return r.WaitUntilSettled(ctx, r.cfg.Table.Revision(r.db.ReadTxn()))
 }
 
 // run is the job: it runs the loop until ctx ends.

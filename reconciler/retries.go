@@ -52,7 +52,8 @@ type retryEntry[Obj any] struct {
 	rev      statedb.Revision // revision the failed attempt saw
 	origRev  statedb.Revision // revision of the change that started the failures
 	deleted  bool
-	failures int // consecutive failures so far
+	deferred bool // RetryAfter(d, nil): not a failure, the status stays Pending
+	failures int  // consecutive failures so far
 	due      time.Time
 
 	dueIdx, revIdx int // positions in the two heaps
@@ -66,6 +67,10 @@ type retryQueue[Obj any] struct {
 	byKey map[string]*retryEntry[Obj]
 	byDue entryHeap[Obj]
 	byRev entryHeap[Obj]
+
+	// deferredUpdates counts the entries of objects still in the table
+	// that were deferred (and so are still Pending).
+	deferredUpdates int
 }
 
 func newRetryQueue[Obj any]() *retryQueue[Obj] {
@@ -88,6 +93,9 @@ func (rq *retryQueue[Obj]) add(e *retryEntry[Obj]) {
 	rq.byKey[e.key] = e
 	rq.byDue.push(e)
 	rq.byRev.push(e)
+	if e.deferred && !e.deleted {
+		rq.deferredUpdates++
+	}
 }
 
 // remove drops the entry for key, if any.
@@ -99,6 +107,9 @@ func (rq *retryQueue[Obj]) remove(key string) {
 	delete(rq.byKey, key)
 	rq.byDue.remove(e.dueIdx)
 	rq.byRev.remove(e.revIdx)
+	if e.deferred && !e.deleted {
+		rq.deferredUpdates--
+	}
 }
 
 func (rq *retryQueue[Obj]) len() int { return len(rq.byKey) }

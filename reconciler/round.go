@@ -15,13 +15,18 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 	l.roundTxn = txn
 	l.now = now
 	budget := l.budget()
+	// Every change this round picks up was made after floor: what it
+	// carries can be older than its revision (another reconciler's status
+	// write moves the revision of our pending request), never older than
+	// what earlier rounds read.
+	floor := l.pulledTo
 	seq, watch := l.changes.Next(txn)
 	l.moreChanges = false
 	// A change the sequence yields is consumed, so stop right after the
 	// one that used the last of the budget, never before handling one.
 	for ch, rev := range seq {
 		l.pulledTo = rev
-		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}) {
+		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor) {
 			budget--
 			if budget == 0 {
 				l.moreChanges = true
@@ -46,13 +51,14 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 }
 
 // onChange decides what a change asks for, and reports whether it picked
-// up work.
-func (l *loop[Obj]) onChange(ch change[Obj]) bool {
+// up work. floor is the revision up to which changes were read before the
+// round that read this one.
+func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
 	key := l.keyOf(ch.obj)
 	if it, busy := l.busy[key]; busy {
 		// Never two operations for one key at once: remember the newest
 		// change and handle it when the busy item is committed.
-		it.next, it.hasNext = ch, true
+		it.next, it.nextFloor, it.hasNext = ch, floor, true
 		return false
 	}
 	var st Status
@@ -67,7 +73,7 @@ func (l *loop[Obj]) onChange(ch change[Obj]) bool {
 	// A new request (or a delete) replaces a scheduled retry: retries
 	// follow the object, not the revision.
 	l.retries.remove(key)
-	l.enqueue(&item[Obj]{key: key, change: ch, origRev: ch.rev, status: st})
+	l.enqueue(&item[Obj]{key: key, change: ch, floor: floor, origRev: floor + 1, status: st})
 	return true
 }
 

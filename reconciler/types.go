@@ -79,6 +79,11 @@ type Reconciler[Obj any] interface {
 	// Resume undoes Suspend. It does nothing when not suspended.
 	Resume()
 
+	// Status returns a snapshot of what the reconciler is doing: counts by
+	// status, retries, operations in flight, the last round and full
+	// reconciliation, and recent errors. It costs O(1).
+	Status() StatusSnapshot
+
 	// WaitUntilReconciled blocks until every change to the table up to rev
 	// has been attempted at least once, or ctx ends (then it returns
 	// ctx.Err()). It returns the revision up to which changes have been
@@ -87,4 +92,12 @@ type Reconciler[Obj any] interface {
 	// Everything up to rev reconciled successfully when reconciled >= rev
 	// and retryLowWatermark > rev.
 	WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (reconciled, retryLowWatermark statedb.Revision, err error)
+
+	// WaitUntilSettled blocks until every change up to rev has settled:
+	// reconciled successfully, or given up on (a Permanent error, or
+	// MaxRetries spent), with no retry pending for it. Deletes included.
+	// It returns an error wrapping ctx.Err() if ctx ends first. Tests use
+	// it after changing the table: table.Revision(db.ReadTxn()) is the
+	// revision to wait for.
+	WaitUntilSettled(ctx context.Context, rev statedb.Revision) error
 }

@@ -1,0 +1,131 @@
+package reconciler
+
+import (
+	"time"
+)
+
+// StatusSnapshot is what a reconciler is doing, for operators and tests:
+// Reconciler.Status returns it, the reconciler/status script command shows
+// it, and it marshals to JSON. It is taken after each round, so reading it
+// costs nothing and it is at most one round old.
+type StatusSnapshot struct {
+	// Module and Name identify the reconciler; Table is its table.
+	Module string `json:"module"`
+	Name   string `json:"name,omitempty"`
+	Table  string `json:"table"`
+
+	// Objects counts the table's objects by this reconciler's status, as of
+	// the changes the reconciler has read. Kept up to date as the
+	// reconciler goes: never a table scan.
+	Objects ObjectCounts `json:"objects"`
+
+	// FailingDeletes counts deleted objects whose Delete failed.
+	FailingDeletes int `json:"failing-deletes"`
+
+	// Retries is the length of the retry queue; NextRetry is when its
+	// earliest entry is due (zero when empty).
+	Retries   int       `json:"retries"`
+	NextRetry time.Time `json:"next-retry,omitzero"`
+
+	// Waiting is the number of objects picked up and not yet committed;
+	// InFlight the operations running now (a batch counts once).
+	Waiting  int `json:"waiting"`
+	InFlight int `json:"in-flight"`
+
+	// OldestWaiting is how long the longest-waiting picked-up object has
+	// waited.
+	OldestWaiting time.Duration `json:"oldest-waiting"`
+
+	LastRound RoundInfo `json:"last-round"`
+	LastFull  FullInfo  `json:"last-full"`
+
+	Suspended   bool `json:"suspended"`
+	Initialized bool `json:"initialized"`
+
+	// RecentErrors are the latest failures, newest first, at most 16.
+	RecentErrors []ObjectError `json:"recent-errors,omitempty"`
+
+	// UpdatedAt is when the snapshot was taken.
+	UpdatedAt time.Time `json:"updated-at"`
+}
+
+// ObjectCounts counts objects by status kind.
+type ObjectCounts struct {
+	Pending    int `json:"pending"`
+	Refreshing int `json:"refreshing"`
+	Done       int `json:"done"`
+	Error      int `json:"error"`
+}
+
+// RoundInfo describes the last round that committed results.
+type RoundInfo struct {
+	At       time.Time     `json:"at,omitzero"`
+	Objects  int           `json:"objects"`
+	Duration time.Duration `json:"duration"`
+}
+
+// FullInfo describes the last full reconciliation.
+type FullInfo struct {
+	At       time.Time     `json:"at,omitzero"`
+	Duration time.Duration `json:"duration"`
+	Error    string        `json:"error,omitempty"`
+}
+
+// ObjectError is one failure: the object's primary key (as text, or hex
+// when not printable), the error and when it happened.
+type ObjectError struct {
+	Key   string    `json:"key"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
+}
+
+// Status implements Reconciler.
+func (r *reconciler[Obj]) Status() StatusSnapshot {
+	if s := r.snapshot.Load(); s != nil {
+		snap := *s
+		// Suspend and Resume take effect at once; say so at once too.
+		snap.Suspended = r.suspended()
+		return snap
+	}
+	return StatusSnapshot{
+		Module:    r.id.ModuleID,
+		Name:      r.cfg.Name,
+		Table:     r.cfg.Table.Name(),
+		Suspended: r.suspended(),
+	}
+}
+
+// publishSnapshot takes the snapshot after a round.
+func (l *loop[Obj]) publishSnapshot(now time.Time, objects int, b busyScan) {
+	h := &l.status
+	s := &StatusSnapshot{
+		Module:         l.id.ModuleID,
+		Name:           l.cfg.Name,
+		Table:          l.cfg.Table.Name(),
+		FailingDeletes: h.failingDeletes,
+		Retries:        l.retries.len(),
+		Waiting:        len(l.busy),
+		InFlight:       b.inFlight,
+		OldestWaiting:  b.oldest,
+		LastRound:      l.lastRound,
+		LastFull:       l.lastFull,
+		Suspended:      l.suspended(),
+		Initialized:    l.initialized,
+		RecentErrors:   h.recent.list(),
+		UpdatedAt:      now,
+	}
+	if next, ok := l.retries.next(); ok {
+		s.NextRetry = next
+	}
+	// Failing objects still in the table are in Error, unless a new
+	// request for them is busy (then they count by that request).
+	errs := len(h.failing) - h.failingDeletes - b.failingBusy + b.errorsBusy
+	pending := b.pending + l.retries.deferredUpdates
+	s.Objects = ObjectCounts{
+		Pending:    pending,
+		Refreshing: b.refreshing,
+		Error:      errs,
+		Done:       max(0, objects-pending-b.refreshing-errs),
+	}
+	l.snapshot.Store(s)
+}
