@@ -131,7 +131,6 @@ func (l *loop[Obj]) report(now time.Time) {
 	l.reportHealth(objects)
 
 	b := l.scanBusy(now)
-	l.progress.set(b.reconciled, b.retryLow)
 	l.metrics.Gauges(Gauges{
 		Failing:       len(l.status.failing),
 		Waiting:       len(l.busy),
@@ -139,7 +138,10 @@ func (l *loop[Obj]) report(now time.Time) {
 		Retries:       l.retries.len(),
 		OldestWaiting: b.oldest,
 	})
+	// The snapshot before the progress: whoever a wait wakes sees a
+	// Status() at least as new as what it waited for.
 	l.publishSnapshot(now, objects, b)
+	l.progress.set(b.reconciled, b.retryLow)
 }
 
 // busyScan is what report learns from one pass over the busy items.
