@@ -46,6 +46,13 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 		if err := f.hive.Start(f.log, context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		// Stop inside the bubble even when fn fails the test: the bubble
+		// must end with no goroutine left.
+		t.Cleanup(func() {
+			if err := f.hive.Stop(f.log, context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
 		ops := &timedOps{
 			testOps: testOps{target: f.target(""), getStatus: func(o *testObject) reconciler.Status { return o.Status }},
 			start:   time.Now(),
@@ -66,9 +73,6 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 		}
 		f.markInit()
 		fn(f, ops)
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
 	})
 }
 

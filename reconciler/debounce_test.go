@@ -1,0 +1,73 @@
+package reconciler_test
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// roundRecorder records the rounds a reconciler commits.
+type roundRecorder struct {
+	reconciler.NopMetrics
+	mu     sync.Mutex
+	start  time.Time
+	rounds []string // "objects@time"
+}
+
+func (m *roundRecorder) Reconciler(reconciler.ReconcilerID) reconciler.ReconcilerMetrics { return m }
+
+func (m *roundRecorder) Round(objects int, _ time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rounds = append(m.rounds, strconv.Itoa(objects)+"@"+time.Since(m.start).String())
+}
+
+// TestDebounce shows the debounce recipe: RoundRateLimiter with
+// rate.Every(interval) and burst 1 reconciles the first change at once
+// (leading edge), then holds later changes for at most one round per
+// interval (the refractory period), so a burst is folded into one round.
+func TestDebounce(t *testing.T) {
+	rec := &roundRecorder{}
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.RoundRateLimiter = rate.NewLimiter(rate.Every(100*time.Millisecond), 1)
+			cfg.Metrics = rec
+		},
+		func(f *fixture, ops *timedOps) {
+			rec.start = time.Now()
+			insert(t, f, &testObject{ID: "first", Status: reconciler.StatusPending()})
+			synctest.Wait()
+
+			// A burst of 100 single-object transactions, 1ms apart.
+			for i := range 100 {
+				time.Sleep(time.Millisecond)
+				insert(t, f, &testObject{ID: strconv.Itoa(i), Status: reconciler.StatusPending()})
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			// The first change at once; the burst (changes at 1ms to
+			// 100ms) in the round the limiter allows at 100ms, and the
+			// change made at that very instant in the next one.
+			want := []string{"1@0s", "99@100ms", "1@200ms"}
+			if len(rec.rounds) != len(want) {
+				t.Fatalf("rounds %v, want %v", rec.rounds, want)
+			}
+			for i := range want {
+				if rec.rounds[i] != want[i] {
+					t.Fatalf("rounds %v, want %v", rec.rounds, want)
+				}
+			}
+			if n := len(ops.attempts()); n != 101 {
+				t.Fatalf("%d updates, want 101", n)
+			}
+		})
+}
