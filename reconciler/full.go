@@ -123,6 +123,9 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 			marked++
 		}
 	}
+	if ctx.Err() != nil {
+		return // stopping: write nothing
+	}
 	wtxn.Commit()
 	if marked > 0 && lim.Limit() != rate.Inf {
 		lim.AllowN(now, marked)
