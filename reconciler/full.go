@@ -54,12 +54,33 @@ func (l *loop[Obj]) pruneDone(t *task[Obj], now time.Time, ts *loopTimers) {
 	l.status.dirty = true
 	if t.err != nil {
 		l.log.Warn("Prune failed; retried at the next full reconciliation", "error", t.err)
+	} else {
+		l.settleFailedDeletes()
 	}
 	if l.cfg.RefreshInterval != Off {
 		l.refresh = refreshState[Obj]{active: true}
 	}
 	if l.cfg.FullReconciliationInterval != Off {
 		ts.full.arm(l.cfg.FullReconciliationInterval)
+	}
+}
+
+// settleFailedDeletes forgets the failed deletes after a successful prune:
+// the prune was given every desired object and ran with no operation in
+// flight, so it removed what the failed deletes left in the target. (A key
+// inserted again since is reconciled by Update as usual.)
+func (l *loop[Obj]) settleFailedDeletes() {
+	if l.status.failingDeletes == 0 {
+		return
+	}
+	for key, f := range l.status.failing {
+		if !f.deleted {
+			continue
+		}
+		if e, ok := l.retries.byKey[key]; ok && e.deleted {
+			l.retries.remove(key)
+		}
+		l.status.clearFailing(key)
 	}
 }
 
