@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -65,8 +66,11 @@ type loop[Obj comparable] struct {
 
 	work    chan task[Obj]
 	results *resultBox[Obj]
-	taken   []task[Obj] // reused by commit
-	wg      sync.WaitGroup
+	// abandoned counts workers that gave their place away while stuck in
+	// an operation past its timeout.
+	abandoned atomic.Int32
+	taken     []task[Obj] // reused by commit
+	wg        sync.WaitGroup
 
 	initialized bool
 	lastRound   RoundInfo

@@ -155,26 +155,56 @@ func (l *loop[Obj]) dispatch() {
 }
 
 // worker runs tasks until the loop closes the work channel.
+//
+// A worker whose operation runs past OperationTimeout without returning
+// (it ignores its context) hands its place to a new worker, so the others
+// keep flowing even with Concurrency 1; it finishes its operation, reports
+// the result and exits. At most Concurrency workers are abandoned like
+// this at once; beyond that a stuck operation keeps its place.
 func (l *loop[Obj]) worker(ctx context.Context) {
 	defer l.wg.Done()
-	commitAt := commitBatch
 	for t := range l.work {
 		if ctx.Err() != nil {
 			continue // stopping: start nothing new
 		}
-		l.runTask(ctx, &t)
-		l.results.finish(t, commitAt)
+		var w workerState
+		l.runTask(ctx, &w, &t)
+		l.results.finish(t, commitBatch)
+		if w.handedOff {
+			l.abandoned.Add(-1)
+			return
+		}
 	}
 }
 
-func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj]) {
+// workerState tells a worker whether it gave its place away.
+type workerState struct {
+	handedOff bool
+}
+
+// overrun is called when an operation's deadline passed: if the operation
+// has not returned, a new worker takes this one's place.
+func (l *loop[Obj]) overrun(ctx context.Context, w *workerState) {
+	if ctx.Err() != nil {
+		return // stopping, not overrunning
+	}
+	if l.abandoned.Add(1) > int32(l.cfg.Concurrency) {
+		l.abandoned.Add(-1)
+		return
+	}
+	w.handedOff = true
+	l.wg.Add(1)
+	go l.worker(ctx)
+}
+
+func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 	ops := l.cfg.Operations
 	switch t.op {
 	case OpUpdate, OpDelete:
 		it := t.one
 		it.target = l.cfg.CloneObject(it.obj)
 		start := time.Now()
-		it.err = l.call(ctx, t.op, it.key, it.failures, func(ctx context.Context) error {
+		it.err = l.call(ctx, w, t.op, it.key, it.failures, func(ctx context.Context) error {
 			if t.op == OpUpdate {
 				return ops.Update(ctx, t.txn, it.rev, it.target)
 			}
@@ -191,7 +221,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj]) {
 		}
 		bops := l.cfg.BatchOperations
 		start := time.Now()
-		err := l.call(ctx, t.op, "", 0, func(ctx context.Context) error {
+		err := l.call(ctx, w, t.op, "", 0, func(ctx context.Context) error {
 			if t.op == OpUpdateBatch {
 				bops.UpdateBatch(ctx, t.txn, entries)
 			} else {
@@ -214,7 +244,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj]) {
 
 	case OpPrune:
 		start := time.Now()
-		t.err = l.call(ctx, OpPrune, "", 0, func(ctx context.Context) error {
+		t.err = l.call(ctx, w, OpPrune, "", 0, func(ctx context.Context) error {
 			return ops.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
 		})
 		t.dur = time.Since(start)
@@ -225,11 +255,22 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj]) {
 // call runs one operation with the operation timeout and turns a panic into
 // an error wrapping ErrPanic. The stack is logged when a key first panics
 // (failures == 0), not on every retry.
-func (l *loop[Obj]) call(ctx context.Context, op Op, key string, failures int, fn func(context.Context) error) (err error) {
+func (l *loop[Obj]) call(ctx context.Context, w *workerState, op Op, key string, failures int, fn func(context.Context) error) (err error) {
 	if l.cfg.OperationTimeout > 0 {
+		parent := ctx
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, l.cfg.OperationTimeout)
 		defer cancel()
+		decided := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(decided)
+			l.overrun(parent, w)
+		})
+		defer func() {
+			if !stop() {
+				<-decided // overrun ran (or runs): let it finish deciding
+			}
+		}()
 	}
 	defer func() {
 		if p := recover(); p != nil {
