@@ -40,6 +40,9 @@ func TestDebounce(t *testing.T) {
 			cfg.Metrics = rec
 		},
 		func(f *fixture, ops *timedOps) {
+			// A quiet period first, so the limiter's token is there.
+			time.Sleep(time.Second)
+			synctest.Wait()
 			rec.start = time.Now()
 			insert(t, f, &testObject{ID: "first", Status: reconciler.StatusPending()})
 			synctest.Wait()
