@@ -26,5 +26,40 @@ if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
 fi
 staticcheck ./...
 
+# --- promtool: metrics/alerts.yaml and its unit tests ----------------------
+# (owned by metrics/; keep this block self-contained)
+# promtool comes from Debian's prometheus package, unpacked into a cache
+# directory rather than installed: no server, no service unit, no system
+# user. That takes about 4s on a fresh machine, apt-get update included;
+# `go install github.com/prometheus/prometheus/cmd/promtool` downloads
+# ~1.8GB of modules for over a minute and then fails on this proxy. It runs
+# before the Go tests so that metrics' TestDashboardQueriesParse finds it.
+echo "== promtool"
+PROMTOOL_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/converge/promtool"
+export PATH="$PROMTOOL_DIR:$PATH"
+if ! command -v promtool >/dev/null 2>&1; then
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "promtool not found: install Prometheus' promtool (e.g. brew install prometheus)"
+		exit 1
+	fi
+	(
+		tmp=$(mktemp -d)
+		trap 'rm -rf "$tmp"' EXIT
+		cd "$tmp"
+		apt_get() { apt-get -qq -o APT::Sandbox::User=root "$@"; }
+		if ! apt_get download prometheus 2>/dev/null; then
+			apt_get update
+			apt_get download prometheus
+		fi
+		dpkg-deb -x prometheus_*.deb unpacked
+		mkdir -p "$PROMTOOL_DIR"
+		cp unpacked/usr/bin/promtool "$PROMTOOL_DIR/"
+	)
+fi
+promtool --version 2>&1 | sed -n 1p
+promtool check rules metrics/alerts.yaml
+promtool test rules metrics/testdata/alerts_test.yaml
+# --- end promtool -------------------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
