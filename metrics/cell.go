@@ -34,7 +34,7 @@ type cellOptions struct {
 }
 
 // WithRegistry registers the metrics in reg, and provides reg, instead of
-// a new registry.
+// a new registry (WithRegistry(nil) keeps the new one).
 func WithRegistry(reg *prometheus.Registry) Option {
 	return func(o *cellOptions) { o.registry, o.defaultReg = reg, false }
 }

@@ -15,8 +15,9 @@
 // nothing.
 //
 // ExpVar (NewExpVar) carries the same information as expvar variables,
-// under the process-wide map ExpVarName keyed by "module_id/name"; the
-// histograms become a count and a sum. NewUnpublishedExpVar publishes
+// under the process-wide map ExpVarName keyed by the reconciler's display
+// name ("module_id" or "module_id/name"); the histograms become a count and
+// a sum. NewUnpublishedExpVar publishes
 // nothing, for tests.
 //
 // Definitions lists every metric, with its type, labels and meaning.
@@ -72,9 +73,10 @@
 //
 // # Script tests
 //
-// reconciler/metrics [regexp] prints the metrics of the hive's reconcilers
-// in the Prometheus text format (as JSON, one value a line, with
-// ExpVarCell); with a regexp only the lines it matches:
+// The script command reconciler/metrics prints the metrics of the hive's
+// reconcilers in the Prometheus text format (with ExpVarCell: as JSON, one
+// value a line). Its optional argument is a regexp; then only the lines it
+// matches are printed:
 //
 //	reconciler/metrics 'operations_total.*op="update",result="ok"'
 //	stdout ' 3$'

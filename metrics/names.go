@@ -30,10 +30,10 @@ const Prefix = "converge_reconciler_"
 // Definition describes one metric: its Prometheus name, type and labels,
 // and what it means. ExpVar uses the name without Prefix as its key.
 type Definition struct {
-	Name   string
-	Kind   Kind
-	Labels []string
-	Help   string
+	Name   string   // the Prometheus name, starting with Prefix
+	Kind   Kind     // counter, gauge or histogram
+	Labels []string // label names, in the order of the series' label values
+	Help   string   // what it counts or measures; the HELP text and METRICS.md's meaning
 }
 
 // Short returns the name without Prefix, the key ExpVar uses.
