@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// fileAPI serves the desired files over HTTP:
+//
+//	GET    /files         every desired file with its status
+//	GET    /files/{name}  one of them
+//	PUT    /files/{name}  create or change one: {"content": "...", "mode": "0644"}
+//	DELETE /files/{name}  stop desiring one; its file is removed
+//
+// Answers are JSON; errors are {"error": "..."} with a 4xx status when the
+// request was at fault, and then nothing has changed.
+type fileAPI struct {
+	desired *desiredState
+}
+
+// maxBodySize bounds a PUT body: the largest content, JSON-escaped at up to
+// six bytes a byte ("\u0000"), plus room for the rest of the object.
+const maxBodySize = 6*MaxContentSize + 4096
+
+func (a *fileAPI) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /files", a.list)
+	mux.HandleFunc("GET /files/{name}", a.get)
+	mux.HandleFunc("PUT /files/{name}", a.put)
+	mux.HandleFunc("DELETE /files/{name}", a.delete)
+}
+
+func (a *fileAPI) list(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, a.desired.List())
+}
+
+func (a *fileAPI) get(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	f, found := a.desired.Get(name)
+	if !found {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+// putRequest is the body of a PUT. Mode is optional (DefaultMode).
+type putRequest struct {
+	Content *string   `json:"content"`
+	Mode    *FileMode `json:"mode"`
+}
+
+func (a *fileAPI) put(w http.ResponseWriter, r *http.Request) {
+	spec, err := readPut(w, r)
+	if err != nil {
+		status := http.StatusBadRequest
+		if errors.Is(err, errTooLarge) {
+			status = http.StatusRequestEntityTooLarge
+		}
+		writeError(w, status, err)
+		return
+	}
+	f, created, err := a.desired.Put(spec)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, f)
+}
+
+// readPut decodes and validates a PUT: the name from the URL, the rest
+// from the body. Unknown fields are refused, so that a typo such as
+// "contents" is not silently an empty file.
+func readPut(w http.ResponseWriter, r *http.Request) (FileSpec, error) {
+	spec := FileSpec{Name: r.PathValue("name"), Mode: DefaultMode}
+	if !validName.MatchString(spec.Name) {
+		return spec, spec.validate() // says what is wrong with the name
+	}
+	var req putRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodySize))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return spec, fmt.Errorf("%w: the request body is over %d bytes", errTooLarge, tooLarge.Limit)
+		case errors.Is(err, io.EOF):
+			err = errors.New(`empty body, want {"content": "...", "mode": "0644"}`)
+		}
+		return spec, fmt.Errorf("bad JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return spec, errors.New("bad JSON: unexpected data after the object")
+	}
+	if req.Content == nil {
+		return spec, errors.New(`bad request: "content" is missing (use "" for an empty file)`)
+	}
+	spec.Content = *req.Content
+	if req.Mode != nil {
+		spec.Mode = *req.Mode
+	}
+	return spec, spec.validate()
+}
+
+func (a *fileAPI) delete(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	found, err := a.desired.Delete(name)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, err)
+	case !found:
+		writeError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
+	default:
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// writeJSON writes v as indented JSON, for people reading curl's output.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) // the status is out; a failed write has no one to tell
+}
+
+// writeError writes err as {"error": "..."}.
+func writeError(w http.ResponseWriter, status int, err error) {
+	writeJSON(w, status, map[string]string{"error": err.Error()})
+}

@@ -1,0 +1,68 @@
+// Command example is a small converge agent that keeps a directory on disk
+// in sync with a table of desired files. Read it, run it, copy it.
+//
+// Run it from the repository root, and in another terminal:
+//
+//	$ curl -X PUT localhost:8080/files/hello.txt -d '{"content": "hello\n"}'
+//	$ ls -l example-state/
+//	-rw-r--r-- 1 you you 6 Nov 22 06:20 hello.txt
+//	$ curl localhost:8080/files          # each file with its status: Done
+//	$ echo tampered > example-state/hello.txt; touch example-state/stray
+//	$ sleep 11; cat example-state/hello.txt; ls example-state/
+//	hello
+//	hello.txt
+//	$ curl localhost:8080/status         # what the reconciler is doing
+//	$ go run ./example shell reconciler/status
+//
+// # What it shows
+//
+// A converge application has three parts: a statedb table of desired
+// objects, each carrying a reconciler.Status; the reconciler.Operations
+// that make the outside world match the table; and the code that writes
+// the table. The reconciler does the rest: it calls Update for each new or
+// changed row and Delete for each deleted one, retries failures with
+// backoff, records each row's status, prunes and repairs drift at every
+// full reconciliation, and reports health and metrics. Here:
+//
+//   - files.go: the object (File: name, content, mode, status), its table,
+//     the name index and converge's status index.
+//   - ops.go: the Operations. Update writes a file atomically unless it
+//     already matches, so it also repairs drift; Delete removes a file;
+//     Prune removes files that nobody asked for.
+//   - reconcile.go: the reconciler.Config, and how full reconciliation and
+//     refresh together repair changes made behind the program's back.
+//   - desired.go: the only writer of the table besides the reconciler.
+//     PUT and DELETE change the table and the desired-state file in one
+//     step; at start the file is loaded under a table initializer, so that
+//     nothing is pruned before the desired set is known.
+//   - api.go: the HTTP API: list, get, PUT and DELETE desired files.
+//   - server.go: the HTTP server and the operator endpoints: /status (the
+//     reconcilers' status snapshots, from reconciler.Cell's registry),
+//     /healthz, /metrics (Prometheus, from converge's metrics.Cell) and
+//     /debug/vars (expvar).
+//   - health.go: a cell.Health that remembers every job's report, so that
+//     /healthz can answer 503 with the reason when the reconciler is
+//     degraded.
+//   - atomic.go: writing a file so that a crash never leaves half of it.
+//   - config.go and main.go: the flags (--help lists them), the hive and
+//     the command line.
+//
+// # The shell
+//
+// A running agent serves hive's shell on a unix socket (--shell-sock-path),
+// as Cilium agents do. "go run ./example shell" opens it; a command can
+// also be given directly: reconciler/status, reconciler/full (prune and
+// refresh now), reconciler/wait, reconciler/metrics, health, or
+// "db/show desired-files".
+//
+// # Safety
+//
+// Pruning deletes files, so the example guards it. Desired names are
+// single path elements that start with a letter or digit: no "..", no
+// "/", and no clash with the ".tmp-" files of atomic writes (a leftover
+// from a crash is pruned). Prune removes only regular files and symlinks,
+// never directories. The desired-state file must live outside the state
+// directory. And the agent refuses to start on a non-empty state directory
+// without a desired-state file, which is what a mistyped --state-dir
+// looks like.
+package main

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// newFileReconciler starts converge's reconciler on the desired-files
+// table, with fileOps as its target. It runs as a job of the module's job
+// group: it starts and stops with the hive, reports its health there, and
+// registers with reconciler.Cell's registry for /status and the
+// reconciler/... shell commands.
+func newFileReconciler(cfg Config, p reconciler.Params, files statedb.RWTable[*File], ops *fileOps) (reconciler.Reconciler[*File], error) {
+	return reconciler.New(reconciler.Config[*File]{
+		Table:           files,
+		GetObjectStatus: getStatus,
+		SetObjectStatus: setStatus,
+		CloneObject:     (*File).Clone,
+		Operations:      ops,
+
+		// Changes made in the table (PUT, DELETE) are reconciled at once.
+		// Changes made behind our back in the directory are not seen
+		// until a full reconciliation, which does two things in turn:
+		//
+		//  1. Prune removes files that are not desired.
+		//  2. Refresh marks every Done file that has been Done for longer
+		//     than RefreshInterval as Refreshing, and Update then repairs
+		//     it if it was edited, chmod-ed or deleted.
+		//
+		// With a RefreshInterval as short as one nanosecond, every file is
+		// refreshed at every full reconciliation, so drift is repaired
+		// within one FullReconciliationInterval. (With RefreshInterval
+		// equal to the full interval, a file that became Done just before
+		// a full reconciliation would wait for the one after.) A refresh
+		// costs one read per file, and one status write each way in the
+		// table: fine for a directory of small files every few seconds.
+		// A larger target would refresh less often than it prunes.
+		FullReconciliationInterval: cfg.FullReconciliationInterval,
+		RefreshInterval:            time.Nanosecond,
+
+		// A failed write (say, a directory in the way) is retried from
+		// 100ms on, doubling, but at least once per full reconciliation
+		// interval, so that fixing the cause shows soon.
+		RetryBackoffMax: cfg.FullReconciliationInterval,
+
+		// Everything else keeps converge's defaults: one operation at a
+		// time, and metrics from metrics.Cell.
+	}, p)
+}
