@@ -1,0 +1,266 @@
+// Command benchmarks runs converge's reconciler and the incumbent,
+// github.com/cilium/statedb/reconciler, on the same workloads in the same
+// process, in alternation, and prints a table of medians and ratios.
+//
+//	go run ./benchmarks                 # every workload, 3 pairs of runs
+//	go run ./benchmarks -quick          # smaller sizes, under 30 seconds
+//	go run ./benchmarks -only 'noop|full' -json
+//	go run ./benchmarks -only noop -side converge -cpuprofile cpu.out
+//
+// See benchmarks/README.md for what each workload measures.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// options are the command's flags.
+type options struct {
+	sizes
+	pairs      int
+	only       *regexp.Regexp
+	side       string
+	json       bool
+	cpuprofile string
+	memprofile string
+}
+
+// parseFlags parses args. -quick picks quickSizes for every size flag not
+// given explicitly.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	fs := flag.NewFlagSet("benchmarks", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	o.sizes = fullSizes()
+	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes under 30s")
+	only := fs.String("only", "", "run only the workloads whose name matches this `regex`p")
+	fs.StringVar(&o.side, "side", "", "run only this side: converge, statedb or limit (for profiling one side)")
+	fs.BoolVar(&o.json, "json", false, "print one JSON object per row instead of the table")
+	fs.IntVar(&o.pairs, "pairs", 3, "runs of each variant, in alternation")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile to `file` (runs are labelled workload=, variant=)")
+	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to `file` at the end")
+
+	fs.IntVar(&o.noopObjects, "noop-objects", o.noopObjects, "noop-1m: objects")
+	fs.IntVar(&o.insertBatch, "insert-batch", o.insertBatch, "objects per insert transaction")
+	fs.IntVar(&o.slowObjects, "slow-objects", o.slowObjects, "slow-1ms: objects")
+	fs.DurationVar(&o.slowDelay, "slow-delay", o.slowDelay, "slow-1ms: how long each Update sleeps")
+	fs.IntVar(&o.latencySmall, "latency-small", o.latencySmall, "latency: Done objects in the small table")
+	fs.IntVar(&o.latencyLarge, "latency-large", o.latencyLarge, "latency: Done objects in the large table")
+	fs.IntVar(&o.latencySamples, "latency-samples", o.latencySamples, "latency: changes measured per run")
+	fs.DurationVar(&o.latencyGap, "latency-gap", o.latencyGap, "latency: pause before each change (lets the round limiter refill)")
+	fs.IntVar(&o.retryObjects, "retry-objects", o.retryObjects, "retry-storm: objects")
+	fs.DurationVar(&o.retryHeal, "retry-heal", o.retryHeal, "retry-storm: how long the target fails")
+	fs.IntVar(&o.fullObjects, "full-objects", o.fullObjects, "full: objects")
+	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
+
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if *quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		q := quickSizes()
+		quickFields := sizeFields(&q)
+		for name, p := range sizeFields(&o.sizes) {
+			if set[name] {
+				continue
+			}
+			switch p := p.(type) {
+			case *int:
+				*p = *quickFields[name].(*int)
+			case *time.Duration:
+				*p = *quickFields[name].(*time.Duration)
+			}
+		}
+	}
+	var err error
+	if o.only, err = regexp.Compile(*only); err != nil {
+		return o, fmt.Errorf("-only: %w", err)
+	}
+	switch o.side {
+	case "", sideConverge, sideStatedb, sideLimit:
+	default:
+		return o, fmt.Errorf("-side must be converge, statedb or limit, not %q", o.side)
+	}
+	if o.pairs < 1 {
+		return o, errors.New("-pairs must be at least 1")
+	}
+	for name, n := range map[string]int{
+		"noop-objects": o.noopObjects, "insert-batch": o.insertBatch, "slow-objects": o.slowObjects,
+		"latency-small": o.latencySmall, "latency-large": o.latencyLarge, "latency-samples": o.latencySamples,
+		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
+	} {
+		if n < 1 {
+			return o, fmt.Errorf("-%s must be at least 1", name)
+		}
+	}
+	return o, nil
+}
+
+// sizeFields maps each size flag's name to its field in s.
+func sizeFields(s *sizes) map[string]any {
+	return map[string]any{
+		"noop-objects": &s.noopObjects, "insert-batch": &s.insertBatch, "slow-objects": &s.slowObjects,
+		"slow-delay": &s.slowDelay, "latency-small": &s.latencySmall, "latency-large": &s.latencyLarge,
+		"latency-samples": &s.latencySamples, "latency-gap": &s.latencyGap, "retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,
+		"full-objects": &s.fullObjects, "run-timeout": &s.runTimeout,
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks:", err)
+		return 2
+	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 1
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 1
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	fmt.Fprintf(stderr, "converge vs statedb/reconciler: %d pairs per workload, GOMAXPROCS=%d, %s\n",
+		o.pairs, runtime.GOMAXPROCS(0), runtime.Version())
+	rows, err := runSuite(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks:", err)
+		return 1
+	}
+	if o.json {
+		err = writeJSON(stdout, rows)
+	} else {
+		fmt.Fprintln(stdout, sizesLine(o.sizes))
+		err = writeTable(stdout, rows)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "benchmarks:", err)
+		return 1
+	}
+
+	if o.memprofile != "" {
+		if err := writeMemProfile(o.memprofile); err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// runSuite runs the selected workloads and returns their rows. Progress
+// goes to log.
+func runSuite(o options, log io.Writer) ([]row, error) {
+	var rows []row
+	for _, w := range workloads(o.sizes) {
+		if !o.only.MatchString(w.name) {
+			continue
+		}
+		r, err := runWorkload(w, o, log)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.name, err)
+		}
+		rows = append(rows, r...)
+	}
+	if len(rows) == 0 {
+		return nil, fmt.Errorf("no workload matches -only %q", o.only)
+	}
+	return rows, nil
+}
+
+// runWorkload runs the workload's variants in alternation, o.pairs times
+// each, and summarizes the medians in rows.
+func runWorkload(w workload, o options, log io.Writer) ([]row, error) {
+	results := map[string][]measure{}
+	for i := range o.pairs {
+		for _, v := range w.variants {
+			if o.side != "" && v.side != o.side {
+				continue
+			}
+			m, err := runOnce(w, v, o.runTimeout)
+			if err != nil {
+				return nil, fmt.Errorf("%s run %d: %w", v.name, i+1, err)
+			}
+			results[v.name] = append(results[v.name], m)
+			fmt.Fprintf(log, "%-12s %-14s run %d/%d: %s\n", w.name, v.name, i+1, o.pairs, m)
+		}
+	}
+	return summarize(w, results), nil
+}
+
+// runOnce runs one variant once, between two garbage collections, with the
+// run labelled for the CPU profile. It fails if a goroutine the run started
+// is still running afterwards.
+func runOnce(w workload, v variant, timeout time.Duration) (measure, error) {
+	runtime.GC()
+	before := runtime.NumGoroutine()
+	var m measure
+	var err error
+	pprof.Do(context.Background(), pprof.Labels("workload", w.name, "variant", v.name), func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		m, err = v.run(ctx)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := waitGoroutines(before, 5*time.Second); err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	return m, nil
+}
+
+// waitGoroutines waits until no more than n goroutines run: a stopped hive
+// may take a moment to let its last goroutines return.
+func waitGoroutines(n int, patience time.Duration) error {
+	deadline := time.Now().Add(patience)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			buf = buf[:runtime.Stack(buf, true)]
+			return fmt.Errorf("%d goroutines left running after the run (%d before):\n%s",
+				runtime.NumGoroutine(), n, buf)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}

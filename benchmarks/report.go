@@ -1,0 +1,237 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Metric names in a measure.
+const (
+	metricThroughput = "objects/s"
+	metricBytes      = "bytes"
+	metricSeconds    = "seconds"
+	metricUpdates    = "updates"
+	metricP50        = "p50"
+	metricP99        = "p99"
+	metricCPURate    = "cpu-s/s"
+	metricCPU        = "cpu-s"
+	metricHealToDone = "heal-to-done-s"
+)
+
+// Units of rows.
+const (
+	unitObjectsPerSec = "objects/s"
+	unitBytes         = "bytes"
+	unitMillis        = "ms"
+	unitSeconds       = "s"
+	unitCPUPerSec     = "cpu-s/s"
+	unitTimes         = "x"
+)
+
+// row is one line of the result: the medians of both sides and their
+// ratio, oriented so that above 1 is better for converge.
+type row struct {
+	Workload string
+	Converge float64
+	Statedb  float64
+	Unit     string
+	Ratio    float64
+	Runs     int
+
+	// Reference, when set, says what the statedb column holds instead of
+	// statedb's result (the table's own limit).
+	Reference string
+
+	lowerBetter bool
+	goal        *goal
+}
+
+// summarize computes the rows of w from the runs' results.
+func summarize(w workload, results map[string][]measure) []row {
+	med := func(name, metric string) float64 {
+		var xs []float64
+		for _, m := range results[name] {
+			if x, ok := m[metric]; ok {
+				xs = append(xs, x)
+			}
+		}
+		return median(xs)
+	}
+	var rows []row
+	for _, spec := range w.rows {
+		r := row{Workload: spec.name, Unit: spec.unit, Reference: spec.reference, lowerBetter: spec.lowerBetter, goal: spec.goal}
+		if spec.derive != nil {
+			r.Converge, r.Statedb = spec.derive(med)
+			r.Runs = runs(results, w.variants)
+		} else {
+			r.Converge, r.Statedb = med(spec.ours, spec.metric), med(spec.theirs, spec.metric)
+			r.Runs = min(len(results[spec.ours]), len(results[spec.theirs]))
+			if r.Runs == 0 {
+				r.Runs = max(len(results[spec.ours]), len(results[spec.theirs]))
+			}
+		}
+		r.Ratio = r.Converge / r.Statedb
+		if spec.lowerBetter {
+			r.Ratio = r.Statedb / r.Converge
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// runs is the fewest runs any variant of a workload had.
+func runs(results map[string][]measure, variants []variant) int {
+	n := math.MaxInt
+	for _, v := range variants {
+		if len(results[v.name]) > 0 {
+			n = min(n, len(results[v.name]))
+		}
+	}
+	if n == math.MaxInt {
+		return 0
+	}
+	return n
+}
+
+// median of xs; NaN when xs is empty.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// percentile p (0-100) of sorted, nearest-rank.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// String prints a measure in a stable order, for the progress log.
+func (m measure) String() string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString("  ")
+		}
+		fmt.Fprintf(&b, "%s=%.4g", k, m[k])
+	}
+	return b.String()
+}
+
+// writeTable prints the rows as an aligned table.
+func writeTable(w io.Writer, rows []row) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tconverge\tstatedb\tunit\tratio\truns\ttarget\t")
+	for _, r := range rows {
+		theirs := formatValue(r.Statedb, r.Unit)
+		if r.Reference != "" {
+			theirs = r.Reference + ": " + theirs
+		}
+		target := ""
+		if r.goal != nil {
+			verdict := "MISSED"
+			if r.goal.met(r.Converge, r.Statedb) {
+				verdict = "met"
+			}
+			target = r.goal.desc + " " + verdict
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n",
+			r.Workload, formatValue(r.Converge, r.Unit), theirs, r.Unit, formatRatio(r.Ratio), r.Runs, target)
+	}
+	fmt.Fprintln(tw, "\nratio: converge/statedb for objects/s, statedb/converge for the lower-is-better units; above 1 is better for converge.")
+	return tw.Flush()
+}
+
+// writeJSON prints one JSON object per row. A ratio or value that is not
+// a number (a side that did not run) is null.
+func writeJSON(w io.Writer, rows []row) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rows {
+		out := map[string]any{
+			"workload": r.Workload,
+			"converge": jsonNumber(r.Converge),
+			"statedb":  jsonNumber(r.Statedb),
+			"unit":     r.Unit,
+			"ratio":    jsonNumber(r.Ratio),
+			"runs":     r.Runs,
+		}
+		if r.Reference != "" {
+			out["reference"] = r.Reference
+		}
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func jsonNumber(x float64) any {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return x
+}
+
+func formatRatio(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fx", x)
+}
+
+// formatValue prints x in its unit, scaled for reading.
+func formatValue(x float64, unit string) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "-"
+	}
+	switch unit {
+	case unitObjectsPerSec:
+		switch {
+		case x >= 1e6:
+			return fmt.Sprintf("%.3gM", x/1e6)
+		case x >= 1e3:
+			return fmt.Sprintf("%.3gk", x/1e3)
+		}
+		return fmt.Sprintf("%.3g", x)
+	case unitBytes:
+		switch {
+		case x >= 1<<30:
+			return fmt.Sprintf("%.2fGiB", x/(1<<30))
+		case x >= 1<<20:
+			return fmt.Sprintf("%.1fMiB", x/(1<<20))
+		}
+		return fmt.Sprintf("%.0fKiB", x/(1<<10))
+	case unitMillis:
+		return fmt.Sprintf("%.3f", x)
+	case unitTimes:
+		return fmt.Sprintf("%.2f", x)
+	}
+	return fmt.Sprintf("%.3f", x)
+}
+
+// sizesLine describes the sizes of a run above its table.
+func sizesLine(s sizes) string {
+	return fmt.Sprintf("sizes: noop %s, slow %s x %s, latency %s/%s x %d samples, retry %s for %s, full %s; insert batch %d, round size %d",
+		countLabel(s.noopObjects), countLabel(s.slowObjects), s.slowDelay,
+		countLabel(s.latencySmall), countLabel(s.latencyLarge), s.latencySamples,
+		countLabel(s.retryObjects), s.retryHeal, countLabel(s.fullObjects), s.insertBatch, roundSize)
+}

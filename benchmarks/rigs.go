@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	sdbrec "github.com/cilium/statedb/reconciler"
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// The settings the two reconcilers share. Both libraries default to these
+// values; they are spelled out so that a change of either default does not
+// silently change the comparison.
+const (
+	roundSize       = 1000                   // objects per round
+	roundRate       = 1000                   // rounds per second, burst 1
+	retryBackoffMin = 100 * time.Millisecond // first retry
+	retryBackoffMax = time.Minute            // longest backoff
+)
+
+// preloadAge is how old the UpdatedAt of preloaded Done objects is: older
+// than any refresh interval used here, so a full reconciliation refreshes
+// every one of them.
+const preloadAge = 2 * time.Hour
+
+// statedbRefreshInterval is statedb's refresh interval in the full
+// workload. Preloaded objects (preloadAge old) are all due at once, and an
+// object refreshed during the run is not due again for an hour, so the
+// refresh loop makes exactly one pass. statedb cannot be given a tiny
+// interval: its refresh loop would then refresh every object again and
+// again, and "every object Done" would never hold.
+const statedbRefreshInterval = time.Hour
+
+// logger is what the hives log to: errors only, on stderr.
+var logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+// rigOptions describes one run's hive.
+type rigOptions struct {
+	target      *target
+	concurrency int  // converge's Config.Concurrency; statedb is sequential
+	full        bool // configure pruning and refreshing for the full workload
+	preload     int  // objects inserted Done (and aged) before the hive starts
+}
+
+// rig is one run: a hive with statedb, a table of n objects and one
+// reconciler (or none, for the table-limit runs). Build it with
+// newConvergeRig or newStatedbRig, start it, drive it, stop it.
+type rig interface {
+	// start starts the hive and, with the full option, triggers a full
+	// reconciliation.
+	start() error
+	// insertPending inserts objects [from, to) as Pending in one write
+	// transaction.
+	insertPending(from, to int)
+	// touch changes object id's value and marks it Pending. It returns the
+	// object's new revision and the time taken just before the commit.
+	touch(id int) (statedb.Revision, time.Time)
+	// waitObjectDone waits until object id is Done at a revision after rev.
+	waitObjectDone(ctx context.Context, id int, rev statedb.Revision) error
+	// waitAllDone waits until no object is Pending, Refreshing or Error.
+	waitAllDone(ctx context.Context) error
+	// stop stops the hive; no goroutine of it survives.
+	stop() error
+}
+
+// tableRig is the rig of either side; the functions fill in what differs.
+type tableRig[Obj any] struct {
+	h       *hive.Hive
+	db      *statedb.DB
+	table   statedb.RWTable[Obj]
+	ids     statedb.Index[Obj, uint64]
+	full    bool
+	preload int
+
+	pending func(id uint64) Obj         // a new Pending object
+	aged    func(id uint64) Obj         // a Done object, preloadAge old
+	touched func(Obj) Obj               // a clone with a new value, Pending
+	isDone  func(Obj) bool              // its status is Done
+	waitAll func(context.Context) error // no object Pending, Refreshing or Error
+	trigger func()                      // ask for a full reconciliation
+}
+
+func (r *tableRig[Obj]) populate() error {
+	if err := r.h.Populate(logger); err != nil {
+		return err
+	}
+	for from := 0; from < r.preload; from += roundSize {
+		wtxn := r.db.WriteTxn(r.table)
+		for id := from; id < min(from+roundSize, r.preload); id++ {
+			if _, _, err := r.table.Insert(wtxn, r.aged(uint64(id))); err != nil {
+				wtxn.Abort()
+				return err
+			}
+		}
+		wtxn.Commit()
+	}
+	return nil
+}
+
+func (r *tableRig[Obj]) start() error {
+	if err := r.h.Start(logger, context.Background()); err != nil {
+		return err
+	}
+	if r.full {
+		r.trigger()
+	}
+	return nil
+}
+
+func (r *tableRig[Obj]) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return r.h.Stop(logger, ctx)
+}
+
+func (r *tableRig[Obj]) insertPending(from, to int) {
+	wtxn := r.db.WriteTxn(r.table)
+	for id := from; id < to; id++ {
+		r.table.Insert(wtxn, r.pending(uint64(id)))
+	}
+	wtxn.Commit()
+}
+
+func (r *tableRig[Obj]) touch(id int) (statedb.Revision, time.Time) {
+	wtxn := r.db.WriteTxn(r.table)
+	obj, _, found := r.table.Get(wtxn, r.ids.Query(uint64(id)))
+	if !found {
+		panic(fmt.Sprintf("touch: object %d not in the table", id))
+	}
+	r.table.Insert(wtxn, r.touched(obj))
+	rev := r.table.Revision(wtxn)
+	at := time.Now()
+	wtxn.Commit()
+	return rev, at
+}
+
+func (r *tableRig[Obj]) waitObjectDone(ctx context.Context, id int, after statedb.Revision) error {
+	for {
+		obj, rev, watch, found := r.table.GetWatch(r.db.ReadTxn(), r.ids.Query(uint64(id)))
+		if found && rev > after && r.isDone(obj) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("object %d not Done: %w", id, ctx.Err())
+		case <-watch:
+		}
+	}
+}
+
+func (r *tableRig[Obj]) waitAllDone(ctx context.Context) error { return r.waitAll(ctx) }
+
+// newHive is the hive of every run: statedb, jobs, health and one module
+// whose invoke creates the table and the reconciler.
+func newHive(invoke any) *hive.Hive {
+	return hive.New(
+		statedb.Cell,
+		job.Cell,
+		cell.Provide(cell.NewSimpleHealth),
+		cell.Module("bench", "Benchmark",
+			cell.Provide(job.Registry.NewGroup),
+			cell.Invoke(invoke),
+		),
+	)
+}
+
+// convergeConfig is the converge reconciler of a run.
+func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) reconciler.Config[*convergeObject] {
+	cfg := reconciler.Config[*convergeObject]{
+		Table:                      table,
+		GetObjectStatus:            func(o *convergeObject) reconciler.Status { return o.Status },
+		SetObjectStatus:            func(o *convergeObject, s reconciler.Status) *convergeObject { o.Status = s; return o },
+		CloneObject:                (*convergeObject).clone,
+		Operations:                 convergeOps{t: opts.target},
+		RoundSize:                  roundSize,
+		RoundRateLimiter:           rate.NewLimiter(roundRate, 1),
+		Concurrency:                max(opts.concurrency, 1),
+		RetryBackoffMin:            retryBackoffMin,
+		RetryBackoffMax:            retryBackoffMax,
+		FullReconciliationInterval: reconciler.Off,
+		RefreshInterval:            reconciler.Off,
+		Metrics:                    reconciler.NopMetrics{},
+	}
+	if opts.full {
+		// Full reconciliation only on TriggerFullReconciliation; refresh
+		// every object Done for more than a nanosecond, unthrottled.
+		cfg.RefreshInterval = time.Nanosecond
+		cfg.RefreshRateLimiter = rate.NewLimiter(rate.Inf, 1)
+	}
+	return cfg
+}
+
+// newConvergeRig builds (and populates) a hive with a converge reconciler,
+// or with none when opts.target is nil.
+func newConvergeRig(opts rigOptions) (*tableRig[*convergeObject], error) {
+	r := &tableRig[*convergeObject]{
+		ids:     convergeIDIndex,
+		full:    opts.full,
+		preload: opts.preload,
+		pending: func(id uint64) *convergeObject {
+			return &convergeObject{ID: id, Status: reconciler.StatusPending()}
+		},
+		aged: func(id uint64) *convergeObject {
+			return &convergeObject{ID: id, Status: reconciler.Status{Kind: reconciler.StatusKindDone, UpdatedAt: time.Now().Add(-preloadAge)}}
+		},
+		touched: func(o *convergeObject) *convergeObject {
+			o = o.clone()
+			o.Value++
+			o.Status = reconciler.StatusPending()
+			return o
+		},
+		isDone: func(o *convergeObject) bool { return o.Status.Kind == reconciler.StatusKindDone },
+	}
+	var rec reconciler.Reconciler[*convergeObject]
+	r.h = newHive(func(db *statedb.DB, p reconciler.Params) error {
+		table, err := statedb.NewTable(db, "bench-objects", convergeIDIndex, convergeStatusIndex)
+		if err != nil {
+			return err
+		}
+		r.db, r.table = db, table
+		if opts.target == nil {
+			return nil
+		}
+		rec, err = reconciler.New(convergeConfig(table, opts), p)
+		return err
+	})
+	r.waitAll = func(ctx context.Context) error {
+		return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
+	}
+	r.trigger = func() { rec.TriggerFullReconciliation() }
+	return r, r.populate()
+}
+
+// newStatedbRig builds (and populates) a hive with a statedb reconciler.
+func newStatedbRig(opts rigOptions) (*tableRig[*statedbObject], error) {
+	r := &tableRig[*statedbObject]{
+		ids:     statedbIDIndex,
+		full:    opts.full,
+		preload: opts.preload,
+		pending: func(id uint64) *statedbObject {
+			return &statedbObject{ID: id, Status: sdbrec.StatusPending()}
+		},
+		aged: func(id uint64) *statedbObject {
+			return &statedbObject{ID: id, Status: sdbrec.Status{Kind: sdbrec.StatusKindDone, UpdatedAt: time.Now().Add(-preloadAge)}}
+		},
+		touched: func(o *statedbObject) *statedbObject {
+			o = o.clone()
+			o.Value++
+			o.Status = sdbrec.StatusPending()
+			return o
+		},
+		isDone: func(o *statedbObject) bool { return o.Status.Kind == sdbrec.StatusKindDone },
+	}
+	var rec sdbrec.Reconciler[*statedbObject]
+	r.h = newHive(func(db *statedb.DB, p sdbrec.Params) error {
+		table, err := statedb.NewTable(db, "bench-objects", statedbIDIndex, statedbStatusIndex)
+		if err != nil {
+			return err
+		}
+		r.db, r.table = db, table
+		options := []sdbrec.Option{
+			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
+			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
+			sdbrec.WithMetrics(statedbNopMetrics{}),
+			// No periodic pruning (its default prunes on start and
+			// hourly); Prune() still triggers one.
+			sdbrec.WithoutPruning(),
+			// No refreshing: its default, despite the doc, is every 30m.
+			sdbrec.WithRefreshing(0, nil),
+		}
+		if opts.full {
+			options = append(options, sdbrec.WithRefreshing(statedbRefreshInterval, rate.NewLimiter(rate.Inf, 1)))
+		}
+		rec, err = sdbrec.Register(p, table,
+			(*statedbObject).clone,
+			func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
+			func(o *statedbObject) sdbrec.Status { return o.Status },
+			statedbOps{t: opts.target}, nil, options...)
+		return err
+	})
+	r.waitAll = func(ctx context.Context) error {
+		return waitNoneOf(ctx, r.db, r.table.ToTable(),
+			statedbStatusIndex.Query(sdbrec.StatusKindPending),
+			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
+			statedbStatusIndex.Query(sdbrec.StatusKindError))
+	}
+	r.trigger = func() { rec.Prune() }
+	return r, r.populate()
+}
+
+// waitNoneOf blocks until none of the queries matches an object, sleeping
+// on their watch channels. It is what reconciler.WaitForReconciliation
+// does, for statedb's status index: statedb v0.8.3 has no such function.
+func waitNoneOf[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Obj], queries ...statedb.Query[Obj]) error {
+	for {
+		txn := db.ReadTxn()
+		var watch <-chan struct{}
+		for _, q := range queries {
+			objs, w := table.ListWatch(txn, q)
+			if nonEmpty(objs) {
+				watch = w
+				break
+			}
+		}
+		if watch == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-watch:
+		}
+	}
+}
+
+func nonEmpty[Obj any](seq func(func(Obj, statedb.Revision) bool)) bool {
+	for range seq {
+		return true
+	}
+	return false
+}
