@@ -58,10 +58,9 @@ func startAgent(t *testing.T, root string) (*agent, error) {
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
 	}
 	var srv *server
-	a.hive = hive.New(append(slices.Clone(cells),
-		cell.Invoke(func(s *server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
-			srv, a.db, a.files, a.rec = s, db, files, rec
-		}))...)
+	a.hive = newHive(cell.Invoke(func(s *server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
+		srv, a.db, a.files, a.rec = s, db, files, rec
+	}))
 	flags := pflag.NewFlagSet("example", pflag.ContinueOnError)
 	a.hive.RegisterFlags(flags)
 	if err := flags.Parse([]string{

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cilium/hive"
@@ -55,7 +56,7 @@ var exampleCell = cell.Module(
 	cell.Invoke(func(*server, reconciler.Reconciler[*File]) {}),
 )
 
-// cells are the whole application. The test builds its hive from these too.
+// cells are the whole application; newHive builds the hive from them.
 var cells = []cell.Cell{
 	statedb.Cell,    // the in-memory database and its db/... shell commands
 	job.Cell,        // background jobs that start and stop with the hive
@@ -66,8 +67,18 @@ var cells = []cell.Cell{
 	exampleCell,
 }
 
+// newHive returns the application's hive, with extra cells added (the
+// test adds one that captures objects to drive it).
+func newHive(extra ...cell.Cell) *hive.Hive {
+	opts := hive.DefaultOptions()
+	// Log start and stop hooks only when they are slow: the default logs
+	// every one of them at Info.
+	opts.LogThreshold = 100 * time.Millisecond
+	return hive.NewWithOptions(opts, append(slices.Clone(cells), extra...)...)
+}
+
 func main() {
-	h := hive.New(cells...)
+	h := newHive()
 	cmd := &cobra.Command{
 		Use:   "example",
 		Short: "Keep a directory in sync with a table of desired files",
@@ -77,9 +88,8 @@ func main() {
 		RunE: func(*cobra.Command, []string) error {
 			// Run starts the hive, waits for SIGINT or SIGTERM, and stops
 			// it: the reconciler's in-flight operation is cancelled, the
-			// HTTP server finishes its requests. Start and stop hooks are
-			// logged only when slower than the threshold.
-			return h.Run(slog.Default(), hive.WithLogThreshold(100*time.Millisecond))
+			// HTTP server finishes its requests.
+			return h.Run(slog.Default())
 		},
 	}
 	h.RegisterFlags(cmd.Flags())
