@@ -21,7 +21,8 @@ const (
 	OpDeleteBatch Op = "delete-batch"
 )
 
-// Ops lists every Op, so implementations can pre-create their series.
+// Ops lists every Op, so implementations can pre-create their series. Do
+// not modify it.
 var Ops = []Op{OpUpdate, OpDelete, OpPrune, OpUpdateBatch, OpDeleteBatch}
 
 // Result is the outcome of one operation (or one object of a batch) in
@@ -39,13 +40,14 @@ const (
 	ResultExhausted Result = "exhausted" // failed and Config.MaxRetries is spent
 )
 
-// Results lists every Result, so implementations can pre-create their series.
+// Results lists every Result, so implementations can pre-create their
+// series. Do not modify it.
 var Results = []Result{ResultOK, ResultError, ResultPanic, ResultTimeout, ResultPermanent, ResultDeferred, ResultExhausted}
 
 // Gauges is the state of a reconciler after a round.
 type Gauges struct {
 	Failing  int // objects whose last attempt failed (status Error), deletes included
-	Waiting  int // objects picked up but not yet reconciled, plus retries that are due
+	Waiting  int // objects picked up whose result is not committed yet
 	InFlight int // operations running now (a batch counts once)
 	Retries  int // objects in the retry queue
 
