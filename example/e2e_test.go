@@ -385,8 +385,8 @@ func TestEndToEnd(t *testing.T) {
 
 	t.Run("a restart keeps the desired set", func(t *testing.T) {
 		a.stop()
-		write := filepath.Join(a.dir, "stray-while-down.txt")
-		if err := os.WriteFile(write, []byte("x"), 0o644); err != nil {
+		stray := filepath.Join(a.dir, "stray-while-down.txt")
+		if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		b, err := startAgent(t, root)
