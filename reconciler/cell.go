@@ -11,6 +11,14 @@ import (
 // Params are what every reconciler takes from the hive. Embed them, or take
 // them as a parameter of a cell.Invoke function, and pass them to New or
 // Register.
+//
+// The hive must have statedb.Cell and job.Cell, and the reconciler's module
+// must provide its job group, the one thing users tend to forget:
+//
+//	cell.Module("routes", "Routes",
+//		cell.ProvidePrivate(job.Registry.NewGroup),
+//		cell.Invoke(registerRouteReconciler),
+//	)
 type Params struct {
 	cell.In
 

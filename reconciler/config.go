@@ -122,7 +122,8 @@ type Config[Obj any] struct {
 
 	// RefreshInterval is how long an object stays Done before a full
 	// reconciliation marks it Refreshing so Update repairs any drift. Off
-	// turns refreshing off. Default 30m.
+	// turns refreshing off; time.Nanosecond refreshes every object at every
+	// full reconciliation. Default 30m.
 	RefreshInterval time.Duration
 
 	// RefreshRateLimiter limits how fast objects are marked Refreshing.
