@@ -19,6 +19,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -230,7 +231,10 @@ func runWorkload(w workload, o options, log io.Writer) ([]row, error) {
 // run labelled for the CPU profile. It fails if a goroutine the run started
 // is still running afterwards.
 func runOnce(w workload, v variant, timeout time.Duration) (measure, error) {
-	runtime.GC()
+	// Start every run from the same state: the previous run's garbage
+	// collected and its memory returned to the OS, so that no run pays for
+	// (or profits from) another's heap.
+	debug.FreeOSMemory()
 	before := runtime.NumGoroutine()
 	var m measure
 	var err error

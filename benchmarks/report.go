@@ -21,6 +21,8 @@ const (
 	metricCPURate    = "cpu-s/s"
 	metricCPU        = "cpu-s"
 	metricHealToDone = "heal-to-done-s"
+
+	metricCPUPerObject = "cpu-us/object"
 )
 
 // Units of rows.
@@ -31,6 +33,8 @@ const (
 	unitSeconds       = "s"
 	unitCPUPerSec     = "cpu-s/s"
 	unitTimes         = "x"
+
+	unitCPUMicrosPerObject = "cpu-µs/object"
 )
 
 // row is one line of the result: the medians of both sides and their

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/cilium/hive"
@@ -56,8 +57,8 @@ type rigOptions struct {
 // newConvergeRig or newStatedbRig, start it, drive it, stop it.
 type rig interface {
 	// start starts the hive and, with the full option, triggers a full
-	// reconciliation.
-	start() error
+	// reconciliation. ctx carries the run's profiler labels.
+	start(ctx context.Context) error
 	// insertPending inserts objects [from, to) as Pending in one write
 	// transaction.
 	insertPending(from, to int)
@@ -106,8 +107,12 @@ func (r *tableRig[Obj]) populate() error {
 	return nil
 }
 
-func (r *tableRig[Obj]) start() error {
-	if err := r.h.Start(logger, context.Background()); err != nil {
+func (r *tableRig[Obj]) start(ctx context.Context) error {
+	err := r.h.Start(logger, context.Background())
+	// hive's job package clears the profiler labels of the goroutine that
+	// starts it; put the run's back.
+	pprof.SetGoroutineLabels(ctx)
+	if err != nil {
 		return err
 	}
 	if r.full {
@@ -160,14 +165,21 @@ func (r *tableRig[Obj]) waitObjectDone(ctx context.Context, id int, after stated
 func (r *tableRig[Obj]) waitAllDone(ctx context.Context) error { return r.waitAll(ctx) }
 
 // newHive is the hive of every run: statedb, jobs, health and one module
-// whose invoke creates the table and the reconciler.
-func newHive(invoke any) *hive.Hive {
+// whose invoke creates the table and the reconciler. The module's jobs
+// carry the profiler labels of ctx, so that a CPU profile tells the runs
+// apart (go tool pprof -tagfocus variant=converge).
+func newHive(ctx context.Context, invoke any) *hive.Hive {
+	var kv []string
+	pprof.ForLabels(ctx, func(k, v string) bool { kv = append(kv, k, v); return true })
+	labels := pprof.Labels(kv...)
 	return hive.New(
 		statedb.Cell,
 		job.Cell,
 		cell.Provide(cell.NewSimpleHealth),
 		cell.Module("bench", "Benchmark",
-			cell.Provide(job.Registry.NewGroup),
+			cell.Provide(func(r job.Registry, h cell.Health) job.Group {
+				return r.NewGroup(h, job.WithPprofLabels(labels))
+			}),
 			cell.Invoke(invoke),
 		),
 	)
@@ -201,7 +213,7 @@ func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) rec
 
 // newConvergeRig builds (and populates) a hive with a converge reconciler,
 // or with none when opts.target is nil.
-func newConvergeRig(opts rigOptions) (*tableRig[*convergeObject], error) {
+func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeObject], error) {
 	r := &tableRig[*convergeObject]{
 		ids:     convergeIDIndex,
 		full:    opts.full,
@@ -221,7 +233,7 @@ func newConvergeRig(opts rigOptions) (*tableRig[*convergeObject], error) {
 		isDone: func(o *convergeObject) bool { return o.Status.Kind == reconciler.StatusKindDone },
 	}
 	var rec reconciler.Reconciler[*convergeObject]
-	r.h = newHive(func(db *statedb.DB, p reconciler.Params) error {
+	r.h = newHive(ctx, func(db *statedb.DB, p reconciler.Params) error {
 		table, err := statedb.NewTable(db, "bench-objects", convergeIDIndex, convergeStatusIndex)
 		if err != nil {
 			return err
@@ -241,7 +253,7 @@ func newConvergeRig(opts rigOptions) (*tableRig[*convergeObject], error) {
 }
 
 // newStatedbRig builds (and populates) a hive with a statedb reconciler.
-func newStatedbRig(opts rigOptions) (*tableRig[*statedbObject], error) {
+func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObject], error) {
 	r := &tableRig[*statedbObject]{
 		ids:     statedbIDIndex,
 		full:    opts.full,
@@ -261,7 +273,7 @@ func newStatedbRig(opts rigOptions) (*tableRig[*statedbObject], error) {
 		isDone: func(o *statedbObject) bool { return o.Status.Kind == sdbrec.StatusKindDone },
 	}
 	var rec sdbrec.Reconciler[*statedbObject]
-	r.h = newHive(func(db *statedb.DB, p sdbrec.Params) error {
+	r.h = newHive(ctx, func(db *statedb.DB, p sdbrec.Params) error {
 		table, err := statedb.NewTable(db, "bench-objects", statedbIDIndex, statedbStatusIndex)
 		if err != nil {
 			return err

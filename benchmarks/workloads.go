@@ -53,15 +53,15 @@ func quickSizes() sizes {
 	return sizes{
 		noopObjects:    100_000,
 		insertBatch:    1000,
-		slowObjects:    500,
+		slowObjects:    300,
 		slowDelay:      time.Millisecond,
 		latencySmall:   1000,
-		latencyLarge:   100_000,
-		latencySamples: 200,
+		latencyLarge:   50_000,
+		latencySamples: 100,
 		latencyGap:     5 * time.Second / roundRate,
-		retryObjects:   10_000,
-		retryHeal:      500 * time.Millisecond,
-		fullObjects:    100_000,
+		retryObjects:   5000,
+		retryHeal:      300 * time.Millisecond,
+		fullObjects:    50_000,
 		runTimeout:     time.Minute,
 	}
 }
@@ -128,16 +128,16 @@ func workloads(sz sizes) []workload {
 }
 
 // newRig builds the rig of a side.
-func newRig(side string, opts rigOptions) (rig, error) {
+func newRig(ctx context.Context, side string, opts rigOptions) (rig, error) {
 	switch side {
 	case sideConverge:
-		r, err := newConvergeRig(opts)
+		r, err := newConvergeRig(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
 		return r, nil
 	case sideStatedb:
-		r, err := newStatedbRig(opts)
+		r, err := newStatedbRig(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -147,12 +147,12 @@ func newRig(side string, opts rigOptions) (rig, error) {
 }
 
 // startRig builds and starts a rig; the returned stop must be called.
-func startRig(side string, opts rigOptions) (rig, error) {
-	r, err := newRig(side, opts)
+func startRig(ctx context.Context, side string, opts rigOptions) (rig, error) {
+	r, err := newRig(ctx, side, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(); err != nil {
+	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -202,6 +202,7 @@ func noopWorkload(sz sizes) workload {
 			{name: "noop-1m/table-limit", unit: unitObjectsPerSec, ours: "converge", theirs: "limit", metric: metricThroughput,
 				reference: "table limit",
 				goal:      &goal{desc: ">=0.95x limit", met: func(o, t float64) bool { return o >= 0.95*t }}},
+			{name: "noop-1m/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUPerObject},
 			{name: "noop-1m/table-limit-bytes", unit: unitBytes, lowerBetter: true, ours: "converge", theirs: "limit", metric: metricBytes,
 				reference: "table limit"},
 		},
@@ -212,23 +213,24 @@ func noopWorkload(sz sizes) workload {
 // insertBatch and waits until every one is Done. Update does nothing.
 func runNoop(ctx context.Context, side string, sz sizes) (measure, error) {
 	tg := newTarget()
-	r, err := startRig(side, rigOptions{target: tg})
+	r, err := startRig(ctx, side, rigOptions{target: tg})
 	if err != nil {
 		return nil, err
 	}
 	runtime.GC()
-	alloc0, t0 := totalAlloc(), time.Now()
+	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
 	insertAll(r, sz.noopObjects, sz.insertBatch)
 	err = r.waitAllDone(ctx)
-	d, alloc := time.Since(t0), totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
 	if err == nil && tg.updates.Load() < int64(sz.noopObjects) {
 		err = fmt.Errorf("%d Updates for %d objects", tg.updates.Load(), sz.noopObjects)
 	}
 	return stopped(r, measure{
-		metricThroughput: float64(sz.noopObjects) / d.Seconds(),
-		metricBytes:      float64(alloc),
-		metricSeconds:    d.Seconds(),
-		metricUpdates:    float64(tg.updates.Load()),
+		metricThroughput:   float64(sz.noopObjects) / d.Seconds(),
+		metricBytes:        float64(alloc),
+		metricCPUPerObject: perObject(cpu, sz.noopObjects),
+		metricSeconds:      d.Seconds(),
+		metricUpdates:      float64(tg.updates.Load()),
 	}, err)
 }
 
@@ -239,11 +241,11 @@ func runNoop(ctx context.Context, side string, sz sizes) (measure, error) {
 // reconciler's would be, and get the objects and revisions handed over
 // directly instead of reading them back from the table.
 func runLimit(ctx context.Context, sz sizes) (measure, error) {
-	r, err := newConvergeRig(rigOptions{})
+	r, err := newConvergeRig(ctx, rigOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if err := r.start(); err != nil {
+	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
 	type written struct {
@@ -255,7 +257,7 @@ func runLimit(ctx context.Context, sz sizes) (measure, error) {
 	done := make(chan error, 1)
 
 	runtime.GC()
-	alloc0, t0 := totalAlloc(), time.Now()
+	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
 	go func() {
 		var err error
 		for b := range batches {
@@ -288,11 +290,12 @@ func runLimit(ctx context.Context, sz sizes) (measure, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	d, alloc := time.Since(t0), totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
 	return stopped(r, measure{
-		metricThroughput: float64(n) / d.Seconds(),
-		metricBytes:      float64(alloc),
-		metricSeconds:    d.Seconds(),
+		metricThroughput:   float64(n) / d.Seconds(),
+		metricBytes:        float64(alloc),
+		metricCPUPerObject: perObject(cpu, n),
+		metricSeconds:      d.Seconds(),
 	}, err)
 }
 
@@ -327,7 +330,7 @@ func slowWorkload(sz sizes) workload {
 func runSlow(ctx context.Context, side string, concurrency int, sz sizes) (measure, error) {
 	tg := newTarget()
 	tg.delay = sz.slowDelay
-	r, err := startRig(side, rigOptions{target: tg, concurrency: concurrency})
+	r, err := startRig(ctx, side, rigOptions{target: tg, concurrency: concurrency})
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +354,11 @@ func latencyWorkload(sz sizes) workload {
 	}
 	small, large := countLabel(sz.latencySmall), countLabel(sz.latencyLarge)
 	w := workload{name: "latency"}
-	for _, n := range []int{sz.latencySmall, sz.latencyLarge} {
+	tableSizes := []int{sz.latencySmall, sz.latencyLarge}
+	if small == large {
+		tableSizes = tableSizes[:1]
+	}
+	for _, n := range tableSizes {
 		l := countLabel(n)
 		w.variants = append(w.variants,
 			variant{name: "converge-" + l, side: sideConverge, run: run(sideConverge, n)},
@@ -364,6 +371,9 @@ func latencyWorkload(sz sizes) workload {
 			}
 			w.rows = append(w.rows, row)
 		}
+	}
+	if small == large {
+		return w
 	}
 	w.rows = append(w.rows, rowSpec{
 		name: "latency/p99-" + large + "-vs-" + small, unit: unitTimes, lowerBetter: true,
@@ -385,7 +395,7 @@ func latencyWorkload(sz sizes) workload {
 // the limiter's pacing.
 func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, error) {
 	tg := newTarget()
-	r, err := startRig(side, rigOptions{target: tg})
+	r, err := startRig(ctx, side, rigOptions{target: tg})
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +451,7 @@ func retryWorkload(sz sizes) workload {
 func runRetry(ctx context.Context, side string, sz sizes) (measure, error) {
 	tg := newTarget()
 	tg.failing.Store(true)
-	r, err := startRig(side, rigOptions{target: tg})
+	r, err := startRig(ctx, side, rigOptions{target: tg})
 	if err != nil {
 		return nil, err
 	}
@@ -478,6 +488,7 @@ func fullWorkload(sz sizes) workload {
 			{name: "full/duration", unit: unitSeconds, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricSeconds,
 				goal: &goal{desc: "<=statedb", met: func(o, t float64) bool { return o <= t }}},
 			{name: "full/bytes", unit: unitBytes, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricBytes},
+			{name: "full/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUPerObject},
 		},
 	}
 }
@@ -496,13 +507,13 @@ func fullWorkload(sz sizes) workload {
 func runFull(ctx context.Context, side string, sz sizes) (measure, error) {
 	tg := newTarget()
 	tg.refreshGoal = int64(sz.fullObjects)
-	r, err := newRig(side, rigOptions{target: tg, full: true, preload: sz.fullObjects})
+	r, err := newRig(ctx, side, rigOptions{target: tg, full: true, preload: sz.fullObjects})
 	if err != nil {
 		return nil, err
 	}
 	runtime.GC()
-	alloc0, t0 := totalAlloc(), time.Now()
-	if err := r.start(); err != nil {
+	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
 	err = waitClosed(ctx, tg.pruneDone, "Prune")
@@ -512,14 +523,15 @@ func runFull(ctx context.Context, side string, sz sizes) (measure, error) {
 	if err == nil {
 		err = r.waitAllDone(ctx)
 	}
-	d, alloc := time.Since(t0), totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
 	if err == nil && tg.pruned.Load() != int64(sz.fullObjects) {
 		err = fmt.Errorf("Prune saw %d objects, want %d", tg.pruned.Load(), sz.fullObjects)
 	}
 	return stopped(r, measure{
-		metricSeconds: d.Seconds(),
-		metricBytes:   float64(alloc),
-		metricUpdates: float64(tg.updates.Load()),
+		metricSeconds:      d.Seconds(),
+		metricBytes:        float64(alloc),
+		metricCPUPerObject: perObject(cpu, sz.fullObjects),
+		metricUpdates:      float64(tg.updates.Load()),
 	}, err)
 }
 
@@ -530,6 +542,11 @@ func waitClosed(ctx context.Context, ch <-chan struct{}, what string) error {
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 	}
+}
+
+// perObject is d in microseconds per object.
+func perObject(d time.Duration, n int) float64 {
+	return float64(d) / float64(time.Microsecond) / float64(n)
 }
 
 // countLabel names a size: 1000 -> "1k", 1000000 -> "1m".
