@@ -1,0 +1,95 @@
+package main
+
+import (
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// tinySizes make every workload run in a fraction of a second, even with
+// -race: enough to exercise the harness, far too little to time anything.
+func tinySizes() sizes {
+	return sizes{
+		noopObjects:    2000,
+		insertBatch:    500,
+		slowObjects:    20,
+		slowDelay:      time.Millisecond,
+		latencySmall:   100,
+		latencyLarge:   1000,
+		latencySamples: 10,
+		latencyGap:     2 * time.Millisecond,
+		retryObjects:   200,
+		retryHeal:      50 * time.Millisecond,
+		fullObjects:    1000,
+		runTimeout:     time.Minute,
+	}
+}
+
+// TestWorkloads runs every workload once per variant at tiny sizes and
+// checks that each row has a result for both sides. It asserts that the
+// harness works, never a timing.
+func TestWorkloads(t *testing.T) {
+	o := options{sizes: tinySizes(), pairs: 1, only: regexp.MustCompile("")}
+	var log strings.Builder
+	rows, err := runSuite(o, &log)
+	t.Log("\n" + log.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[strings.SplitN(r.Workload, "/", 2)[0]] = true
+		for side, x := range map[string]float64{"converge": r.Converge, "statedb": r.Statedb} {
+			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				t.Errorf("%s: %s result is %v", r.Workload, side, x)
+			}
+		}
+		if r.Runs != 1 {
+			t.Errorf("%s: %d runs, want 1", r.Workload, r.Runs)
+		}
+	}
+	for _, w := range workloads(o.sizes) {
+		if !seen[w.name] {
+			t.Errorf("workload %s produced no row", w.name)
+		}
+	}
+}
+
+func TestQuickKeepsExplicitSizes(t *testing.T) {
+	o, err := parseFlags([]string{"-quick", "-noop-objects", "7", "-only", "noop"}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := quickSizes()
+	if o.noopObjects != 7 {
+		t.Errorf("noopObjects = %d, want the explicit 7", o.noopObjects)
+	}
+	if o.fullObjects != q.fullObjects || o.retryHeal != q.retryHeal {
+		t.Errorf("-quick did not shrink the other sizes: %+v", o.sizes)
+	}
+	if !o.only.MatchString("noop-1m") || o.only.MatchString("full") {
+		t.Errorf("-only noop matches the wrong workloads")
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"-side", "both"},
+		{"-pairs", "0"},
+		{"-only", "("},
+		{"-full-objects", "0"},
+		{"extra"},
+	} {
+		if _, err := parseFlags(args, &strings.Builder{}); err == nil {
+			t.Errorf("parseFlags(%q) succeeded", args)
+		}
+	}
+}
