@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Runs converge and cilium/statedb/reconciler side by side on the same
+# workloads (see benchmarks/README.md) and prints the table of medians and
+# ratios. Every argument is passed on to the program:
+#
+#   scripts/bench.sh                  # everything, 3 pairs of runs (~6 min on 2 cores)
+#   scripts/bench.sh -quick           # smaller sizes, under 30 s
+#   scripts/bench.sh -only latency -pairs 5
+#   scripts/bench.sh -json > results.jsonl
+#
+# Progress goes to stderr, the table (or JSON) to stdout. Not part of
+# scripts/test.sh: timings do not belong in CI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec go run ./benchmarks "$@"
