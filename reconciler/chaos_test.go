@@ -929,3 +929,53 @@ func (c *chaosRun) check() {
 		}
 	}
 }
+
+// TestStuckOperationStallsFullReconciliation: an operation that ignores
+// its context must harm only its own object. The worker hand-off keeps
+// the other objects flowing past it, but a full reconciliation that
+// becomes due meanwhile waits for every operation in flight, the stuck one
+// included, and holds back all new work while it waits: one stuck
+// operation stops the whole reconciler until it returns.
+func TestStuckOperationStallsFullReconciliation(t *testing.T) {
+	if os.Getenv("CONVERGE_BUGS") == "" {
+		t.Skip("BUG: a full reconciliation waits for an operation stuck past its timeout and holds back all new work " +
+			"(full.go stepFull: draining while results.inFlight() > 0); run with CONVERGE_BUGS=1 -run TestStuckOperationStallsFullReconciliation")
+	}
+	target := fake.New(wrappers)
+	ops := newStopOps(target, func(key string) bool { return key == "stuck" })
+	ops.ignoreCtx = true
+	f := newFixture(t)
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		t.Fatalf("hive start: %s", err)
+	}
+	f.markInit()
+	r, err := reconciler.New(reconciler.Config[*testObject]{
+		Table:            f.table,
+		GetObjectStatus:  func(o *testObject) reconciler.Status { return o.Status },
+		SetObjectStatus:  func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
+		CloneObject:      (*testObject).Clone,
+		Operations:       ops,
+		OperationTimeout: 20 * time.Millisecond,
+	}, f.params)
+	if err != nil {
+		t.Fatalf("reconciler.New: %s", err)
+	}
+	h := &stopHarness{t: t, f: f, r: r, ops: ops}
+	t.Cleanup(func() {
+		close(ops.release)
+		if err := f.hive.Stop(f.log, context.Background()); err != nil {
+			t.Errorf("hive stop: %s", err)
+		}
+	})
+
+	h.insert(&testObject{ID: "stuck", Value: "v1"})
+	h.waitStarted(1)
+	r.TriggerFullReconciliation()
+	h.insert(&testObject{ID: "other", Value: "v1"})
+	select {
+	case key := <-ops.started:
+		t.Logf("%s reconciled beside the stuck operation", key)
+	case <-time.After(2 * time.Second):
+		t.Fatalf("no operation started within 2s while one was stuck past its timeout and a full reconciliation was due; status: %+v", r.Status())
+	}
+}
