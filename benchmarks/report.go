@@ -19,9 +19,11 @@ const (
 	metricP50        = "p50"
 	metricP99        = "p99"
 	metricCPURate    = "cpu-s/s"
-	metricCPU        = "cpu-s"
 	metricHealToDone = "heal-to-done-s"
 
+	metricCPURateTotal = "cpu-s/s-with-first-pass"
+	metricFirstPass    = "first-pass-s"
+	metricFailed       = "failed-updates"
 	metricCPUPerObject = "cpu-us/object"
 )
 
@@ -60,7 +62,7 @@ func summarize(w workload, results map[string][]measure) []row {
 	med := func(name, metric string) float64 {
 		var xs []float64
 		for _, m := range results[name] {
-			if x, ok := m[metric]; ok {
+			if x, ok := m[metric]; ok && !math.IsNaN(x) {
 				xs = append(xs, x)
 			}
 		}

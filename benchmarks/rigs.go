@@ -69,6 +69,9 @@ type rig interface {
 	waitObjectDone(ctx context.Context, id int, rev statedb.Revision) error
 	// waitAllDone waits until no object is Pending, Refreshing or Error.
 	waitAllDone(ctx context.Context) error
+	// waitNonePending waits until no object is Pending: every one has
+	// been attempted at least once.
+	waitNonePending(ctx context.Context) error
 	// stop stops the hive; no goroutine of it survives.
 	stop() error
 }
@@ -82,12 +85,13 @@ type tableRig[Obj any] struct {
 	full    bool
 	preload int
 
-	pending func(id uint64) Obj         // a new Pending object
-	aged    func(id uint64) Obj         // a Done object, preloadAge old
-	touched func(Obj) Obj               // a clone with a new value, Pending
-	isDone  func(Obj) bool              // its status is Done
-	waitAll func(context.Context) error // no object Pending, Refreshing or Error
-	trigger func()                      // ask for a full reconciliation
+	pending   func(id uint64) Obj         // a new Pending object
+	aged      func(id uint64) Obj         // a Done object, preloadAge old
+	touched   func(Obj) Obj               // a clone with a new value, Pending
+	isDone    func(Obj) bool              // its status is Done
+	waitAll   func(context.Context) error // no object Pending, Refreshing or Error
+	waitTried func(context.Context) error // no object Pending
+	trigger   func()                      // ask for a full reconciliation
 }
 
 func (r *tableRig[Obj]) populate() error {
@@ -163,6 +167,8 @@ func (r *tableRig[Obj]) waitObjectDone(ctx context.Context, id int, after stated
 }
 
 func (r *tableRig[Obj]) waitAllDone(ctx context.Context) error { return r.waitAll(ctx) }
+
+func (r *tableRig[Obj]) waitNonePending(ctx context.Context) error { return r.waitTried(ctx) }
 
 // newHive is the hive of every run: statedb, jobs, health and one module
 // whose invoke creates the table and the reconciler. The module's jobs
@@ -248,6 +254,9 @@ func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeOb
 	r.waitAll = func(ctx context.Context) error {
 		return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
 	}
+	r.waitTried = func(ctx context.Context) error {
+		return waitNoneOf(ctx, r.db, r.table.ToTable(), convergeStatusIndex.Query(reconciler.StatusKindPending))
+	}
 	r.trigger = func() { rec.TriggerFullReconciliation() }
 	return r, r.populate()
 }
@@ -304,6 +313,9 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 			statedbStatusIndex.Query(sdbrec.StatusKindPending),
 			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
 			statedbStatusIndex.Query(sdbrec.StatusKindError))
+	}
+	r.waitTried = func(ctx context.Context) error {
+		return waitNoneOf(ctx, r.db, r.table.ToTable(), statedbStatusIndex.Query(sdbrec.StatusKindPending))
 	}
 	r.trigger = func() { rec.Prune() }
 	return r, r.populate()
