@@ -12,6 +12,7 @@ import (
 type fullState struct {
 	wanted  bool      // requested: on start, by the timer or by a trigger
 	pruning bool      // the prune task is out
+	stuck   int       // postponed while this many operations were stuck past their deadline
 	since   time.Time // when the current one began waiting for in-flight work
 	lastErr error     // the last prune's error, reported in health
 }
@@ -27,11 +28,28 @@ func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
 	if !l.full.wanted || !l.initialized || l.suspended() || l.full.pruning {
 		return
 	}
+	if l.full.stuck > 0 {
+		if int(l.abandoned.Load()) >= l.full.stuck {
+			return // postponed until a stuck operation returns
+		}
+		l.full.stuck = 0
+	}
 	if l.full.since.IsZero() {
 		l.full.since = now
 	}
-	if l.results.inFlight() > 0 {
-		return // the last result to arrive wakes the loop
+	if inFlight := l.results.inFlight(); inFlight > 0 {
+		// Prune never runs beside an Update or Delete, so wait for the
+		// operations in flight; the last result to arrive wakes the loop.
+		// But if all that is left are operations stuck past their
+		// deadline, waiting would stop every other object for as long as
+		// they hang: postpone instead, keep reconciling, and try again
+		// once one of them returns.
+		if stuck := int(l.abandoned.Load()); stuck > 0 && inFlight <= stuck {
+			l.full.since = time.Time{}
+			l.full.stuck = stuck
+			l.log.Warn("Full reconciliation postponed: operations are stuck past their timeout", "stuck", stuck)
+		}
+		return
 	}
 	l.full.wanted = false
 	l.full.pruning = true

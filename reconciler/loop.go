@@ -136,6 +136,10 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			l.commit(ctx, timers)
 		}
 
+		// Start, wait for or postpone a full reconciliation: it decides
+		// whether new work may be picked up.
+		l.stepFull(now, timers)
+
 		// Pick up new work when there is room for it, pacing rounds with
 		// the round limiter.
 		canPull := !l.full.draining() && !l.suspended() && l.budget() > 0
@@ -150,7 +154,6 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		}
 
 		l.dispatch()
-		l.stepFull(now, timers)
 		l.stepRefresh(ctx, now, timers)
 		if pullNow || l.results.committed || l.status.dirty {
 			l.report(now)

@@ -169,9 +169,13 @@ func (l *loop[Obj]) worker(ctx context.Context) {
 		}
 		var w workerState
 		l.runTask(ctx, &w, &t)
+		if w.handedOff {
+			// Before the result wakes the loop: a full reconciliation
+			// postponed for this stuck operation looks at the count.
+			l.abandoned.Add(-1)
+		}
 		l.results.finish(t, commitBatch)
 		if w.handedOff {
-			l.abandoned.Add(-1)
 			return
 		}
 	}
@@ -195,6 +199,12 @@ func (l *loop[Obj]) overrun(ctx context.Context, w *workerState) {
 	w.handedOff = true
 	l.wg.Add(1)
 	go l.worker(ctx)
+	// Wake the loop: a full reconciliation waiting for in-flight work
+	// may now have only stuck operations left to wait for.
+	select {
+	case l.results.notify <- struct{}{}:
+	default:
+	}
 }
 
 func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
