@@ -166,8 +166,8 @@ func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObj
 		OperationTimeout: sc.timeout,
 		RetryBackoffMin:  time.Millisecond,
 		RetryBackoffMax:  10 * time.Millisecond,
-		// No full reconciliation: it would wait for the operations that
-		// ignore their context (see TestStuckOperationStallsFullReconciliation).
+		// No full reconciliation: no Prune joins the operations under
+		// test, and none waits for those that ignore their context.
 		FullReconciliationInterval: reconciler.Off,
 	}
 	if sc.batch {
