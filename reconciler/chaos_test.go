@@ -84,12 +84,12 @@ var chaosConfigs = []chaosConfig{
 }
 
 // chaosCISeeds run on every `go test`: each under every configuration.
-var chaosCISeeds = []uint64{1, 2, 3}
+var chaosCISeeds = []uint64{1, 2, 3, 4}
 
 // chaosSteps is the number of driver steps of one run (most steps write a
 // transaction of one to four changes).
 const (
-	chaosSteps     = 3000
+	chaosSteps     = 3500
 	chaosSoakSteps = 4000
 )
 
