@@ -44,7 +44,7 @@ import (
 // still depends on timing, so a seed replays the same storm, not the same
 // schedule; failing seeds are still worth re-running a few times.
 //
-//	CONVERGE_SEED=123 go test -race -run 'TestChaos/c16/' ./reconciler  # replay one seed
+//	CONVERGE_SEED=123 go test -race -run 'TestChaos/^c16$/' ./reconciler  # replay one seed
 //	CONVERGE_SOAK=10m go test -race -run TestChaos -timeout 0 ./reconciler  # soak with fresh seeds
 //	CONVERGE_CHAOS_LOG=1 ...                                             # show the hive's logs
 
@@ -601,7 +601,7 @@ func runChaos(t *testing.T, cc chaosConfig, seed uint64, steps int, total *chaos
 	}()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("replay: CONVERGE_SEED=%d go test -race -count=1 -run 'TestChaos/%s/' ./reconciler", seed, cc.name)
+			t.Logf("replay: CONVERGE_SEED=%d go test -race -count=1 -run 'TestChaos/^%s$/' ./reconciler", seed, cc.name)
 		}
 	})
 
