@@ -408,6 +408,7 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 	runtime.GC()
 	rnd := rand.New(rand.NewPCG(uint64(n), 6))
 	lat := make([]float64, 0, sz.latencySamples)
+	alloc0 := totalAlloc()
 	for range sz.latencySamples {
 		time.Sleep(sz.latencyGap)
 		id := rnd.IntN(n)
@@ -417,11 +418,13 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 		}
 		lat = append(lat, float64(time.Since(t0))/float64(time.Millisecond))
 	}
+	allocPerChange := float64(totalAlloc()-alloc0) / float64(sz.latencySamples)
 	slices.Sort(lat)
 	return stopped(r, measure{
-		metricP50: percentile(lat, 50),
-		metricP99: percentile(lat, 99),
-		"max":     lat[len(lat)-1],
+		metricP50:      percentile(lat, 50),
+		metricP99:      percentile(lat, 99),
+		"max":          lat[len(lat)-1],
+		"bytes/change": allocPerChange,
 	}, nil)
 }
 
