@@ -103,12 +103,24 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 	if err != nil {
 		err, giveUp = l.failure(it)
 	}
+	if !it.cloned {
+		// There is no copy to write the status into (CloneObject
+		// panicked or returned the object itself): report, do not touch
+		// the table.
+		l.configFailure(it, err, giveUp, now)
+		return
+	}
 	st := Status{Kind: StatusKindDone, UpdatedAt: now}
 	if err != nil {
 		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: err.Error()}
 	}
-	if !l.writeStatus(wtxn, it, st) {
-		return // stale: a newer revision follows
+	switch l.writeStatus(wtxn, it, st) {
+	case statusStale:
+		return // a newer revision follows
+	case statusKeyChanged:
+		err = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
+		l.configFailure(it, err, true, now)
+		return
 	}
 	switch {
 	case err == nil:
@@ -125,7 +137,7 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 // object is given up on (Permanent, or MaxRetries spent).
 func (l *loop[Obj]) failure(it *item[Obj]) (error, bool) {
 	err := it.err
-	if IsPermanent(err) {
+	if IsPermanent(err) || errors.Is(err, ErrInvalidConfig) {
 		return err, true
 	}
 	if l.cfg.MaxRetries > 0 && it.failures+1 >= l.cfg.MaxRetries {
@@ -143,28 +155,59 @@ func (l *loop[Obj]) retryDelay(it *item[Obj]) time.Duration {
 	return l.backoff.delay(it.failures + 1)
 }
 
-// writeStatus stores st in the object with a compare-and-swap and reports
-// whether it landed.
-func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj], st Status) bool {
+// statusWrite is what became of a status write.
+type statusWrite int
+
+const (
+	statusLanded     statusWrite = iota
+	statusStale                  // the object changed or went: a newer revision follows
+	statusKeyChanged             // SetObjectStatus returned an object with another primary key
+)
+
+// writeStatus stores st in the object with a compare-and-swap.
+func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj], st Status) statusWrite {
 	obj := l.cfg.SetObjectStatus(it.target, st)
+	if l.keyOf(obj) != it.key {
+		return statusKeyChanged
+	}
 	_, _, err := l.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
 	if err == nil {
-		return true
+		return statusLanded
 	}
 	if !errors.Is(err, statedb.ErrRevisionNotEqual) {
-		return false // deleted meanwhile: the delete follows
+		return statusStale // deleted meanwhile: the delete follows
 	}
 	cur, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(it.obj))
 	if !found {
-		return false
+		return statusStale
 	}
 	cs := l.cfg.GetObjectStatus(cur)
 	if it.status.ID == 0 || cs.ID != it.status.ID || cs.Kind != it.status.Kind {
-		return false // a new request: its revision will be reconciled
+		return statusStale // a new request: its revision will be reconciled
 	}
 	merged := l.cfg.SetObjectStatus(l.cfg.CloneObject(cur), st)
-	_, _, err = l.cfg.Table.CompareAndSwap(wtxn, rev, merged)
-	return err == nil
+	if _, _, err = l.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
+		return statusStale
+	}
+	return statusLanded
+}
+
+// configFailure reports an object that could not be handled because the
+// Config's functions misbehave. Nothing is written to the table; the object
+// counts as failing and, unless the misbehaviour is certain to repeat
+// (ErrInvalidConfig) or it is given up on, is retried.
+func (l *loop[Obj]) configFailure(it *item[Obj], err error, giveUp bool, now time.Time) {
+	if err == nil {
+		err = fmt.Errorf("%w: Config.CloneObject failed", ErrInvalidConfig)
+	}
+	l.status.setFailing(it.key, err.Error(), false, now)
+	if errors.Is(err, ErrInvalidConfig) {
+		l.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(it.key), "error", err)
+		return
+	}
+	if !giveUp {
+		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+	}
 }
 
 // commitDelete records a delete's result. There is no status to write: the

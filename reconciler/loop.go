@@ -3,6 +3,7 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,7 @@ type item[Obj any] struct {
 
 	// Set by the worker.
 	target Obj   // the clone handed to Update; it carries the status into the table
+	cloned bool  // target was made (it is not when CloneObject panicked or misbehaved)
 	err    error // the operation's result
 	result Result
 
@@ -72,6 +74,14 @@ type loop[Obj comparable] struct {
 	taken     []task[Obj] // reused by commit
 	wg        sync.WaitGroup
 
+	// pointerObjects is set when Obj is a pointer type, where a clone that
+	// equals its original is the original itself.
+	pointerObjects bool
+	// startRev is the table's revision when this run began: an Error
+	// status at or below it was left by an earlier run, whose retry queue
+	// is gone.
+	startRev statedb.Revision
+
 	initialized bool
 	lastRound   RoundInfo
 	lastFull    FullInfo
@@ -91,6 +101,8 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj]
 		results:    newResultBox[Obj](),
 		full:       fullState{wanted: r.cfg.FullReconciliationInterval != Off},
 		status:     newHealthState(),
+
+		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 	}, nil
 }
 
@@ -106,6 +118,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	}
 	l.changes = changes
 	defer changes.Close()
+	l.startRev = l.cfg.Table.Revision(txn)
 
 	_, initWatch := l.cfg.Table.Initialized(txn)
 	var changesWatch <-chan struct{} = closedCh

@@ -64,7 +64,17 @@ func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
 	var st Status
 	if !ch.deleted {
 		st = l.cfg.GetObjectStatus(ch.obj)
-		if !st.IsPendingOrRefreshing() {
+		switch {
+		case !st.Kind.Valid():
+			// Not a kind we know: reconcile it rather than skip it silently.
+		case st.Kind == StatusKindError && ch.rev <= l.startRev:
+			// Failed in an earlier run (before a restart), whose retry
+			// queue is gone: retry it as if it had just failed.
+			l.retries.remove(key)
+			l.status.setFailing(key, st.Error, false, l.now)
+			l.scheduleRetry(&item[Obj]{key: key, change: ch, origRev: floor + 1}, ch.rev, 1, false, l.now)
+			return false
+		case !st.IsPendingOrRefreshing():
 			// A status write: ours, or another reconciler's on a shared
 			// object. Nothing is asked of us, and a retry stays scheduled.
 			return false

@@ -212,9 +212,13 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 	switch t.op {
 	case OpUpdate, OpDelete:
 		it := t.one
-		it.target = l.cfg.CloneObject(it.obj)
 		start := time.Now()
 		it.err = l.call(ctx, w, t.op, it.key, it.failures, func(ctx context.Context) error {
+			target, err := l.clone(it.obj)
+			if err != nil {
+				return err
+			}
+			it.target, it.cloned = target, true
 			if t.op == OpUpdate {
 				return ops.Update(ctx, t.txn, it.rev, it.target)
 			}
@@ -224,14 +228,21 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 		l.metrics.Operation(t.op, it.result, 1, time.Since(start))
 
 	case OpUpdateBatch, OpDeleteBatch:
-		entries := make([]BatchEntry[Obj], len(t.batch))
-		for i, it := range t.batch {
-			it.target = l.cfg.CloneObject(it.obj)
-			entries[i] = BatchEntry[Obj]{Object: it.target, Revision: it.rev}
-		}
 		bops := l.cfg.BatchOperations
 		start := time.Now()
+		entries := make([]BatchEntry[Obj], 0, len(t.batch))
+		in := make([]*item[Obj], 0, len(t.batch)) // the items in entries
 		err := l.call(ctx, w, t.op, "", 0, func(ctx context.Context) error {
+			for _, it := range t.batch {
+				target, err := l.clone(it.obj)
+				if err != nil {
+					it.err = err
+					continue
+				}
+				it.target, it.cloned = target, true
+				entries = append(entries, BatchEntry[Obj]{Object: target, Revision: it.rev})
+				in = append(in, it)
+			}
 			if t.op == OpUpdateBatch {
 				bops.UpdateBatch(ctx, t.txn, entries)
 			} else {
@@ -239,11 +250,13 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 			}
 			return nil
 		})
-		worst := ResultOK
-		for i, it := range t.batch {
+		for i, it := range in {
 			it.target = entries[i].Object
-			it.err = entries[i].Result
-			if err != nil {
+			it.err = safeErr(t.op, entries[i].Result)
+		}
+		worst := ResultOK
+		for _, it := range t.batch {
+			if err != nil && it.err == nil {
 				// The whole batch panicked or timed out.
 				it.err = err
 			}
@@ -291,11 +304,43 @@ func (l *loop[Obj]) call(ctx context.Context, w *workerState, op Op, key string,
 			}
 		}
 	}()
-	err = fn(ctx)
+	err = safeErr(op, fn(ctx))
 	if err != nil && l.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		err = fmt.Errorf("%w after %s: %s: %w", ErrTimeout, l.cfg.OperationTimeout, op, err)
 	}
 	return err
+}
+
+// safeErr returns err if it can be used safely: its message and its chain
+// of wrapped errors can be read without panicking. A typed nil pointer in an
+// error interface is the usual offender; it becomes an error wrapping
+// ErrPanic, so one bad error value fails its object instead of the agent.
+func safeErr(op Op, err error) (out error) {
+	if err == nil {
+		return nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			out = fmt.Errorf("%w: %s returned an error that panics when read (%T): %v", ErrPanic, op, err, p)
+		}
+	}()
+	_ = err.Error()
+	_, _ = retryAfter(err)
+	_ = IsPermanent(err)
+	_ = errors.Is(err, ErrPanic)
+	return err
+}
+
+// clone copies obj for an operation. A CloneObject that returns the object
+// itself (for pointer types) would let the operation and the status write
+// mutate an object the table's snapshots share: refuse it.
+func (l *loop[Obj]) clone(obj Obj) (Obj, error) {
+	c := l.cfg.CloneObject(obj)
+	if l.pointerObjects && c == obj {
+		var zero Obj
+		return zero, fmt.Errorf("%w: Config.CloneObject returned the object itself; it must return a copy", ErrInvalidConfig)
+	}
+	return c, nil
 }
 
 // classify maps an operation's error to its metrics result. failures is
@@ -305,6 +350,8 @@ func (l *loop[Obj]) classify(err error, failures int) Result {
 	switch {
 	case err == nil:
 		return ResultOK
+	case errors.Is(err, ErrInvalidConfig):
+		return ResultPermanent
 	case isDeferral(err):
 		return ResultDeferred
 	case errors.Is(err, ErrPanic):
