@@ -24,7 +24,7 @@ func (l *loop[Obj]) commit(ctx context.Context, ts *loopTimers) {
 	defer wtxn.Abort()
 
 	objects := 0
-	var done []*item[Obj]
+	done := l.done
 	for i := range l.taken {
 		t := &l.taken[i]
 		switch t.op {
@@ -49,18 +49,21 @@ func (l *loop[Obj]) commit(ctx context.Context, ts *loopTimers) {
 	wtxn.Commit()
 	clear(l.taken)
 
+	if objects > 0 {
+		d := time.Since(l.roundStart(done))
+		l.metrics.Round(objects, d)
+		l.lastRound = RoundInfo{At: now, Objects: objects, Duration: d}
+	}
 	// The keys are free again; handle what changed while they were busy.
 	for _, it := range done {
 		delete(l.busy, it.key)
 		if it.hasNext && !l.sameRequest(it) {
 			l.onChange(it.next, it.nextFloor)
 		}
+		l.release(it)
 	}
-	if objects > 0 {
-		d := time.Since(l.roundStart(done))
-		l.metrics.Round(objects, d)
-		l.lastRound = RoundInfo{At: now, Objects: objects, Duration: d}
-	}
+	clear(done)
+	l.done = done[:0]
 }
 
 // sameRequest reports whether the change seen while it was busy carries the
@@ -113,6 +116,16 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 	st := Status{Kind: StatusKindDone, UpdatedAt: now}
 	if err != nil {
 		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: err.Error()}
+	}
+	l.breaker.observe(err == nil, giveUp, st.Error, it.failures > 0, now, l.backoff)
+	if err != nil && it.status.Kind == StatusKindError && it.status.Error == st.Error {
+		// A retry failed as the last attempt did, and the object says so
+		// already: skip the write (and the change it would echo back to
+		// us). In a retry storm this is most of the work. If the object
+		// changed meanwhile, the change iterator delivers it and that
+		// drops the retry scheduled here.
+		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+		return
 	}
 	switch l.writeStatus(wtxn, it, st) {
 	case statusStale:
@@ -214,6 +227,7 @@ func (l *loop[Obj]) configFailure(it *item[Obj], err error, giveUp bool, now tim
 // object is gone from the table.
 func (l *loop[Obj]) commitDelete(wtxn statedb.WriteTxn, it *item[Obj], now time.Time) {
 	if it.err == nil {
+		l.breaker.observe(true, false, "", it.failures > 0, now, l.backoff)
 		l.status.clearFailing(it.key)
 		return
 	}
@@ -228,6 +242,7 @@ func (l *loop[Obj]) commitDelete(wtxn statedb.WriteTxn, it *item[Obj], now time.
 		return
 	}
 	err, giveUp := l.failure(it)
+	l.breaker.observe(false, giveUp, err.Error(), it.failures > 0, now, l.backoff)
 	l.status.setFailing(it.key, "delete: "+err.Error(), true, now)
 	if !giveUp {
 		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))

@@ -55,7 +55,7 @@ func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
 	l.full.pruning = true
 	ts.full.disarm()
 	l.results.started(1)
-	l.work <- task[Obj]{op: OpPrune, txn: l.db.ReadTxn()}
+	l.submit(task[Obj]{op: OpPrune, txn: l.db.ReadTxn()})
 }
 
 // pruneDone handles the prune's result: report it, start the refresh pass

@@ -23,9 +23,10 @@ type failure struct {
 // healthState tracks the failing objects and what was last reported.
 type healthState struct {
 	failing        map[string]failure
-	failingDeletes int    // how many of failing are deletes
-	dirty          bool   // failing changed since the last report
-	last           string // the last health message, to skip repeats
+	failingDeletes int       // how many of failing are deletes
+	dirty          bool      // failing changed since the last report
+	last           string    // the last health message, to skip repeats
+	lastDegraded   time.Time // when the last Degraded report was built
 	recent         recentErrors
 }
 
@@ -34,7 +35,7 @@ func newHealthState() healthState {
 }
 
 func (h *healthState) setFailing(key, err string, deleted bool, now time.Time) {
-	h.recent.add(ObjectError{Key: printableKey(key), Error: err, At: now})
+	h.recent.add(recentError{key: key, err: err, at: now})
 	since := now
 	if f, ok := h.failing[key]; ok {
 		if f.err == err && f.deleted == deleted {
@@ -63,16 +64,23 @@ func (h *healthState) clearFailing(key string) {
 }
 
 // recentErrors keeps the last few failures, newest last, for Status().
+// Keys are made printable only when listed: failures can come by the
+// hundred thousand.
 type recentErrors struct {
-	buf  [maxRecentErrors]ObjectError
+	buf  [maxRecentErrors]recentError
 	next int
 	n    int
+}
+
+type recentError struct {
+	key, err string
+	at       time.Time
 }
 
 // maxRecentErrors bounds the errors Status() reports.
 const maxRecentErrors = 16
 
-func (r *recentErrors) add(e ObjectError) {
+func (r *recentErrors) add(e recentError) {
 	r.buf[r.next] = e
 	r.next = (r.next + 1) % maxRecentErrors
 	r.n = min(r.n+1, maxRecentErrors)
@@ -82,7 +90,8 @@ func (r *recentErrors) add(e ObjectError) {
 func (r *recentErrors) list() []ObjectError {
 	out := make([]ObjectError, 0, r.n)
 	for i := 1; i <= r.n; i++ {
-		out = append(out, r.buf[(r.next-i+maxRecentErrors)%maxRecentErrors])
+		e := r.buf[(r.next-i+maxRecentErrors)%maxRecentErrors]
+		out = append(out, ObjectError{Key: printableKey(e.key), Error: e.err, At: e.at})
 	}
 	return out
 }
@@ -122,13 +131,13 @@ func printableKey(k string) string {
 // report publishes health, progress, gauges and the status snapshot
 // after a round. It walks the busy items once: work proportional to the
 // round, not to the table.
-func (l *loop[Obj]) report(now time.Time) {
+func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 	txn := l.roundTxn
 	if txn == nil {
 		txn = l.db.ReadTxn()
 	}
 	objects := l.cfg.Table.NumObjects(txn)
-	l.reportHealth(objects)
+	l.reportHealth(now, objects, ts)
 
 	b := l.scanBusy(now)
 	l.metrics.Gauges(Gauges{
@@ -192,13 +201,29 @@ func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
 	return b
 }
 
-func (l *loop[Obj]) reportHealth(objects int) {
+// healthRecomputeEvery bounds how often a Degraded report listing the
+// errors is rebuilt while many objects fail: building it walks the failing
+// set, and a retry storm of 100,000 objects changes that set every round.
+const (
+	healthRecomputeEvery = time.Second
+	healthCheapFailing   = 1000 // below this, rebuild at once
+)
+
+func (l *loop[Obj]) reportHealth(now time.Time, objects int, ts *loopTimers) {
 	h := &l.status
 	var msg string
 	var err error
 	switch {
 	case len(h.failing) > 0 || l.full.lastErr != nil:
-		if h.dirty || h.last == "" || !strings.HasPrefix(h.last, "Degraded") {
+		wasDegraded := strings.HasPrefix(h.last, "Degraded")
+		if wasDegraded && h.dirty && len(h.failing) > healthCheapFailing {
+			if wait := healthRecomputeEvery - now.Sub(h.lastDegraded); wait > 0 {
+				ts.health.arm(wait) // report the change a little later
+				return
+			}
+		}
+		if h.dirty || !wasDegraded {
+			h.lastDegraded = now
 			errs := h.firstErrors(maxHealthErrors)
 			if l.full.lastErr != nil {
 				errs = append([]error{fmt.Errorf("prune: %w", l.full.lastErr)}, errs...)

@@ -71,8 +71,20 @@ type loop[Obj comparable] struct {
 	// abandoned counts workers that gave their place away while stuck in
 	// an operation past its timeout.
 	abandoned atomic.Int32
-	taken     []task[Obj] // reused by commit
+	taken     []task[Obj]  // reused by commit
+	done      []*item[Obj] // reused by commit
 	wg        sync.WaitGroup
+
+	// inline runs the operations on the loop's own goroutine, with no
+	// worker: with Concurrency 1 and no OperationTimeout there is no one
+	// to run beside and no deadline to hand a stuck operation over at, so
+	// the hand-offs to and from a worker would only add latency.
+	inline bool
+	// ctx is the run's context, for operations run inline.
+	ctx context.Context
+	// free holds committed items for reuse: one fewer allocation per
+	// object.
+	free []*item[Obj]
 
 	// pointerObjects is set when Obj is a pointer type, where a clone that
 	// equals its original is the original itself.
@@ -86,6 +98,7 @@ type loop[Obj comparable] struct {
 	lastRound   RoundInfo
 	lastFull    FullInfo
 	full        fullState
+	breaker     breaker
 	refresh     refreshState[Obj]
 	status      healthState
 }
@@ -101,8 +114,10 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj]
 		results:    newResultBox[Obj](),
 		full:       fullState{wanted: r.cfg.FullReconciliationInterval != Off},
 		status:     newHealthState(),
+		breaker:    breaker{log: r.log},
 
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
+		inline:         r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
 	}, nil
 }
 
@@ -123,9 +138,12 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	_, initWatch := l.cfg.Table.Initialized(txn)
 	var changesWatch <-chan struct{} = closedCh
 
-	for range l.cfg.Concurrency {
-		l.wg.Add(1)
-		go l.worker(ctx)
+	l.ctx = ctx
+	if !l.inline {
+		for range l.cfg.Concurrency {
+			l.wg.Add(1)
+			go l.worker(ctx)
+		}
 	}
 	defer func() {
 		// Workers drop what they have not started (ctx is done) and the
@@ -142,7 +160,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		now := time.Now()
 
 		// Commit what the workers finished.
-		if l.results.shouldCommit(now, timers) {
+		if l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -167,9 +185,17 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		}
 
 		l.dispatch()
+		if l.inline && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
+			// The round ran right here: commit it now, no wake-up needed.
+			if ctx.Err() != nil {
+				return nil
+			}
+			l.commit(ctx, timers)
+			pullNow = true
+		}
 		l.stepRefresh(ctx, now, timers)
 		if pullNow || l.results.committed || l.status.dirty {
-			l.report(now)
+			l.report(now, timers)
 		}
 
 		// Sleep until something happens.
@@ -178,7 +204,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			changesCh = changesWatch
 		}
 		if next, ok := l.retries.next(); ok && canPull && !timers.round.armed {
-			timers.retry.arm(next.Sub(now))
+			timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
 		}
 		var initCh <-chan struct{}
 		if !l.initialized {
@@ -206,6 +232,8 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			l.full.wanted = true
 		case <-timers.refresh.c():
 			timers.refresh.fired()
+		case <-timers.health.c():
+			timers.health.fired()
 		}
 	}
 }
@@ -231,7 +259,7 @@ func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 
 func (l *loop[Obj]) retryDue(now time.Time) bool {
 	next, ok := l.retries.next()
-	return ok && !next.After(now)
+	return ok && !l.breaker.nextRetry(next).After(now)
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -38,13 +38,14 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 		l.pulledTo = max(l.pulledTo, l.cfg.Table.Revision(txn))
 	}
 
-	for budget > 0 {
+	retries := l.breaker.allowRetries(now, budget)
+	for retries > 0 {
 		e, ok := l.retries.popDue(now)
 		if !ok {
 			break
 		}
 		if l.onRetry(txn, e) {
-			budget--
+			retries--
 		}
 	}
 	return watch
@@ -54,13 +55,6 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 // up work. floor is the revision up to which changes were read before the
 // round that read this one.
 func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
-	key := l.keyOf(ch.obj)
-	if it, busy := l.busy[key]; busy {
-		// Never two operations for one key at once: remember the newest
-		// change and handle it when the busy item is committed.
-		it.next, it.nextFloor, it.hasNext = ch, floor, true
-		return false
-	}
 	var st Status
 	if !ch.deleted {
 		st = l.cfg.GetObjectStatus(ch.obj)
@@ -70,21 +64,56 @@ func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
 		case st.Kind == StatusKindError && ch.rev <= l.startRev:
 			// Failed in an earlier run (before a restart), whose retry
 			// queue is gone: retry it as if it had just failed.
+			key := l.keyOf(ch.obj)
+			if _, busy := l.busy[key]; busy {
+				return false
+			}
 			l.retries.remove(key)
 			l.status.setFailing(key, st.Error, false, l.now)
 			l.scheduleRetry(&item[Obj]{key: key, change: ch, origRev: floor + 1}, ch.rev, 1, false, l.now)
 			return false
 		case !st.IsPendingOrRefreshing():
-			// A status write: ours, or another reconciler's on a shared
-			// object. Nothing is asked of us, and a retry stays scheduled.
+			// A status write: ours (most changes we read are our own
+			// writes, so this is checked before anything costlier), or
+			// another reconciler's on a shared object. Nothing is asked
+			// of us, and a retry stays scheduled.
 			return false
 		}
+	}
+	key := l.keyOf(ch.obj)
+	if it, busy := l.busy[key]; busy {
+		// Never two operations for one key at once: remember the newest
+		// change and handle it when the busy item is committed.
+		it.next, it.nextFloor, it.hasNext = ch, floor, true
+		return false
 	}
 	// A new request (or a delete) replaces a scheduled retry: retries
 	// follow the object, not the revision.
 	l.retries.remove(key)
-	l.enqueue(&item[Obj]{key: key, change: ch, floor: floor, origRev: floor + 1, status: st})
+	it := l.newItem()
+	it.key, it.change, it.floor, it.origRev, it.status = key, ch, floor, floor+1, st
+	l.enqueue(it)
 	return true
+}
+
+// newItem returns a zeroed item, reused if one is free.
+func (l *loop[Obj]) newItem() *item[Obj] {
+	if n := len(l.free); n > 0 {
+		it := l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+		return it
+	}
+	return new(item[Obj])
+}
+
+// release returns a committed item for reuse. Nothing may hold it: it is
+// out of busy, and the worker that ran it has reported its result.
+func (l *loop[Obj]) release(it *item[Obj]) {
+	*it = item[Obj]{}
+	if len(l.free) < l.cfg.RoundSize {
+		l.free = append(l.free, it)
+	}
 }
 
 // onRetry picks up a due retry, unless the object moved on meanwhile.
@@ -99,15 +128,18 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, e *retryEntry[Obj]) bool {
 			// Update, which supersedes the failed delete.
 			return false
 		}
-		l.enqueue(&item[Obj]{key: e.key, change: change[Obj]{obj: e.obj, rev: e.rev, deleted: true},
-			origRev: e.origRev, failures: e.failures})
+		it := l.newItem()
+		it.key, it.change, it.origRev, it.failures = e.key, change[Obj]{obj: e.obj, rev: e.rev, deleted: true}, e.origRev, e.failures
+		l.enqueue(it)
 		return true
 	}
 	if !found {
 		return false // deleted: the change iterator delivers the delete
 	}
-	l.enqueue(&item[Obj]{key: e.key, change: change[Obj]{obj: cur, rev: rev},
-		origRev: e.origRev, failures: e.failures, status: l.cfg.GetObjectStatus(cur)})
+	it := l.newItem()
+	it.key, it.change, it.origRev, it.failures = e.key, change[Obj]{obj: cur, rev: rev}, e.origRev, e.failures
+	it.status = l.cfg.GetObjectStatus(cur)
+	l.enqueue(it)
 	return true
 }
 

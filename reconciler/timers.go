@@ -51,12 +51,13 @@ type loopTimers struct {
 	commit  timer // finished results have waited long enough
 	full    timer // the next periodic full reconciliation
 	refresh timer // the refresh limiter allows more marking
+	health  timer // a postponed health report is due
 }
 
 func newLoopTimers() *loopTimers { return &loopTimers{} }
 
 func (ts *loopTimers) stop() {
-	for _, t := range []*timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh} {
+	for _, t := range []*timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh, &ts.health} {
 		t.disarm()
 	}
 }

@@ -48,7 +48,7 @@ func newResultBox[Obj any]() *resultBox[Obj] {
 
 // finish is called by a worker. It wakes the loop only when the loop has
 // something to do: the first result to arm the commit timer, and the last
-// running task or a full batch to commit now.
+// running task or commitAt results (a round's worth) to commit now.
 func (rb *resultBox[Obj]) finish(t task[Obj], commitAt int) {
 	rb.mu.Lock()
 	rb.done = append(rb.done, t)
@@ -68,7 +68,7 @@ func (rb *resultBox[Obj]) finish(t task[Obj], commitAt int) {
 
 // shouldCommit reports whether the loop should commit now; when results
 // wait but not for long enough, it arms the commit timer instead.
-func (rb *resultBox[Obj]) shouldCommit(now time.Time, ts *loopTimers) bool {
+func (rb *resultBox[Obj]) shouldCommit(now time.Time, commitAt int, ts *loopTimers) bool {
 	rb.committed = false
 	rb.mu.Lock()
 	n, running, firstAt := len(rb.done), rb.running, rb.firstAt
@@ -76,17 +76,13 @@ func (rb *resultBox[Obj]) shouldCommit(now time.Time, ts *loopTimers) bool {
 	if n == 0 {
 		return false
 	}
-	if running == 0 || n >= commitBatch || now.Sub(firstAt) >= commitDelay {
+	if running == 0 || n >= commitAt || now.Sub(firstAt) >= commitDelay {
 		ts.commit.disarm()
 		return true
 	}
 	ts.commit.arm(commitDelay - now.Sub(firstAt))
 	return false
 }
-
-// commitBatch is the number of finished tasks that is committed without
-// waiting for the rest of the round.
-const commitBatch = 256
 
 // take returns the finished tasks and empties the box.
 func (rb *resultBox[Obj]) take(buf []task[Obj]) []task[Obj] {
@@ -118,7 +114,6 @@ func (l *loop[Obj]) dispatch() {
 		return
 	}
 	txn := l.roundTxn
-	var tasks []task[Obj]
 	if l.cfg.BatchOperations != nil {
 		var updates, deletes []*item[Obj]
 		for _, it := range l.ready {
@@ -128,30 +123,42 @@ func (l *loop[Obj]) dispatch() {
 				updates = append(updates, it)
 			}
 		}
+		l.results.started(min(len(updates), 1) + min(len(deletes), 1))
 		if len(updates) > 0 {
-			tasks = append(tasks, task[Obj]{op: OpUpdateBatch, batch: updates, txn: txn})
+			l.submit(task[Obj]{op: OpUpdateBatch, batch: updates, txn: txn})
 		}
 		if len(deletes) > 0 {
-			tasks = append(tasks, task[Obj]{op: OpDeleteBatch, batch: deletes, txn: txn})
+			l.submit(task[Obj]{op: OpDeleteBatch, batch: deletes, txn: txn})
 		}
 	} else {
-		tasks = make([]task[Obj], len(l.ready))
-		for i, it := range l.ready {
+		l.results.started(len(l.ready))
+		for _, it := range l.ready {
 			op := OpUpdate
 			if it.deleted {
 				op = OpDelete
 			}
-			tasks[i] = task[Obj]{op: op, one: it, txn: txn}
+			l.submit(task[Obj]{op: op, one: it, txn: txn})
 		}
 	}
 	clear(l.ready)
 	l.ready = l.ready[:0]
-	l.results.started(len(tasks))
-	for _, t := range tasks {
-		// Never blocks: the channel holds RoundSize+2 tasks and at most
-		// RoundSize objects are busy at once.
-		l.work <- t
+}
+
+// submit hands a task (already counted with results.started) to a worker,
+// or runs it right here in inline mode.
+func (l *loop[Obj]) submit(t task[Obj]) {
+	if l.inline {
+		if l.ctx.Err() != nil {
+			return // stopping: start nothing new (nothing is committed either)
+		}
+		var w workerState
+		l.runTask(l.ctx, &w, &t)
+		l.results.finish(t, l.cfg.RoundSize)
+		return
 	}
+	// Never blocks: the channel holds RoundSize+2 tasks and at most
+	// RoundSize objects are busy at once.
+	l.work <- t
 }
 
 // worker runs tasks until the loop closes the work channel.
@@ -174,7 +181,7 @@ func (l *loop[Obj]) worker(ctx context.Context) {
 			// postponed for this stuck operation looks at the count.
 			l.abandoned.Add(-1)
 		}
-		l.results.finish(t, commitBatch)
+		l.results.finish(t, l.cfg.RoundSize)
 		if w.handedOff {
 			return
 		}

@@ -19,7 +19,8 @@ type Mode string
 
 // The modes a fault can have.
 const (
-	ModeError     Mode = "error"     // fail with an ordinary error
+	ModeError     Mode = "error"     // fail with an ordinary error naming the operation
+	ModeDown      Mode = "down"      // fail with the same error for every key, as a dead target does
 	ModePermanent Mode = "permanent" // fail with the error marked permanent by Fault.Permanent
 	ModePanic     Mode = "panic"     // panic
 	ModeHang      Mode = "hang"      // block until the context ends (then fail with its error)
@@ -34,6 +35,9 @@ type Fault struct {
 	Count int           // how many operations fail; 0 means until healed
 	After time.Duration // for ModeDefer and ModeRetryAt
 }
+
+// errTargetDown is ModeDown's error: one message for every key.
+var errTargetDown = errors.New("connection refused")
 
 // Wrappers lets the target build the reconciler's special errors without
 // importing it (the reconciler's tests import this package).
@@ -237,6 +241,8 @@ func (t *Target) run(ctx context.Context, key, entry string, apply func()) (err 
 		return t.wrap.RetryAfter(fault.After, nil)
 	case ModeRetryAt:
 		return t.wrap.RetryAfter(fault.After, fmt.Errorf("%s: busy", entry))
+	case ModeDown:
+		return errTargetDown
 	default:
 		return fmt.Errorf("%s: failure", entry)
 	}

@@ -1,0 +1,82 @@
+package reconciler
+
+import (
+	"log/slog"
+	"time"
+)
+
+// breakerThreshold is how many failures in a row, all with the same error
+// and no success between them, open the breaker.
+const breakerThreshold = 32
+
+// breaker notices that the target is down for everyone (every attempt fails
+// the same way, "connection refused") and then stops hammering it: instead
+// of every failing object retrying on its own schedule, one retry (the
+// canary) goes at a time, spaced by the backoff; the first success closes
+// the breaker and the held retries, all due by then, go at once. Objects
+// failing each for a reason of its own (different messages) never open it.
+// New changes are never held, and any success closes it.
+type breaker struct {
+	log *slog.Logger
+
+	lastErr string // the error of the current streak
+	streak  int    // failures in a row with lastErr
+
+	open       bool
+	level      int       // canary failures since it opened
+	nextCanary time.Time // when the next held retry may go
+	backoff    backoff
+}
+
+// observe records one object's result. giveUp failures (permanent,
+// exhausted) are not retried and count like any failure; retry says the
+// attempt was a retry (a canary, when open).
+func (b *breaker) observe(ok, giveUp bool, errMsg string, retry bool, now time.Time, bo backoff) {
+	switch {
+	case ok:
+		if b.open {
+			b.log.Info("Target recovered: releasing held retries")
+		}
+		*b = breaker{log: b.log}
+	case errMsg != b.lastErr:
+		b.lastErr, b.streak = errMsg, 1
+	default:
+		b.streak++
+	}
+	if ok {
+		return
+	}
+	switch {
+	case !b.open && b.streak >= breakerThreshold:
+		b.open, b.level = true, 1
+		b.nextCanary = now.Add(bo.delay(b.level))
+		b.log.Warn("Every attempt fails the same way: holding retries, trying one at a time until one succeeds",
+			"error", errMsg, "failures", b.streak)
+	case b.open && retry && !giveUp:
+		b.level++ // the canary failed: space the next one out more
+	}
+	b.backoff = bo
+}
+
+// allowRetries returns how many due retries may be picked up now, of at
+// most budget: all of them while closed, one canary when it is time.
+func (b *breaker) allowRetries(now time.Time, budget int) int {
+	if !b.open {
+		return budget
+	}
+	if now.Before(b.nextCanary) {
+		return 0
+	}
+	// Pace by time, not by the canary's result, which may never come
+	// back as one (the object changed meanwhile, or was deleted).
+	b.nextCanary = now.Add(b.backoff.delay(b.level))
+	return min(budget, 1)
+}
+
+// nextRetry is when retries may next be picked up, given the earliest due.
+func (b *breaker) nextRetry(due time.Time) time.Time {
+	if b.open && b.nextCanary.After(due) {
+		return b.nextCanary
+	}
+	return due
+}
