@@ -180,12 +180,14 @@ const (
 // writeStatus stores st in the object with a compare-and-swap.
 func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj], st Status) statusWrite {
 	obj := l.cfg.SetObjectStatus(it.target, st)
-	if l.keyOf(obj) != it.key {
-		return statusKeyChanged
-	}
 	_, _, err := l.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
 	if err == nil {
+		// Revisions are unique across the table, so the swap can only
+		// have matched this very object: the key is unchanged.
 		return statusLanded
+	}
+	if l.keyOf(obj) != it.key {
+		return statusKeyChanged
 	}
 	if !errors.Is(err, statedb.ErrRevisionNotEqual) {
 		return statusStale // deleted meanwhile: the delete follows

@@ -86,6 +86,9 @@ type loop[Obj comparable] struct {
 	// object.
 	free []*item[Obj]
 
+	// nopMetrics skips timing operations nobody records.
+	nopMetrics bool
+
 	// pointerObjects is set when Obj is a pointer type, where a clone that
 	// equals its original is the original itself.
 	pointerObjects bool
@@ -118,6 +121,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj]
 
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 		inline:         r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
+		nopMetrics:     r.metrics == ReconcilerMetrics(NopMetrics{}),
 	}, nil
 }
 

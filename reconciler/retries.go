@@ -100,6 +100,9 @@ func (rq *retryQueue[Obj]) add(e *retryEntry[Obj]) {
 
 // remove drops the entry for key, if any.
 func (rq *retryQueue[Obj]) remove(key string) {
+	if len(rq.byKey) == 0 {
+		return // the common case: nothing is failing
+	}
 	e, ok := rq.byKey[key]
 	if !ok {
 		return
