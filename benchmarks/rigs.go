@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"runtime/pprof"
@@ -15,6 +16,7 @@ import (
 	sdbrec "github.com/cilium/statedb/reconciler"
 	"golang.org/x/time/rate"
 
+	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -50,6 +52,7 @@ type rigOptions struct {
 	concurrency int  // converge's Config.Concurrency; statedb is sequential
 	full        bool // configure pruning and refreshing for the full workload
 	preload     int  // objects inserted Done (and aged) before the hive starts
+	prometheus  bool // converge reports to Prometheus metrics instead of NopMetrics
 }
 
 // rig is one run: a hive with statedb, a table of n objects and one
@@ -207,6 +210,13 @@ func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) rec
 		FullReconciliationInterval: reconciler.Off,
 		RefreshInterval:            reconciler.Off,
 		Metrics:                    reconciler.NopMetrics{},
+	}
+	if opts.prometheus {
+		prom, err := metrics.NewPrometheus(prometheus.NewRegistry())
+		if err != nil {
+			panic(err) // a fresh registry cannot clash
+		}
+		cfg.Metrics = prom
 	}
 	if opts.full {
 		// Full reconciliation only on TriggerFullReconciliation; refresh

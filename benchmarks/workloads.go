@@ -185,15 +185,16 @@ func stopped(r rig, m measure, err error) (measure, error) {
 // --- noop-1m ----------------------------------------------------------------
 
 func noopWorkload(sz sizes) workload {
-	run := func(side string) func(ctx context.Context) (measure, error) {
-		return func(ctx context.Context) (measure, error) { return runNoop(ctx, side, sz) }
+	run := func(side string, prom bool) func(ctx context.Context) (measure, error) {
+		return func(ctx context.Context) (measure, error) { return runNoop(ctx, side, prom, sz) }
 	}
 	return workload{
 		name: "noop-1m",
 		variants: []variant{
-			{name: "converge", side: sideConverge, run: run(sideConverge)},
-			{name: "statedb", side: sideStatedb, run: run(sideStatedb)},
+			{name: "converge", side: sideConverge, run: run(sideConverge, false)},
+			{name: "statedb", side: sideStatedb, run: run(sideStatedb, false)},
 			{name: "limit", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runLimit(ctx, sz) }},
+			{name: "converge-prometheus", side: sideConverge, run: run(sideConverge, true)},
 		},
 		rows: []rowSpec{
 			{name: "noop-1m", unit: unitObjectsPerSec, ours: "converge", theirs: "statedb", metric: metricThroughput,
@@ -206,15 +207,19 @@ func noopWorkload(sz sizes) workload {
 			{name: "noop-1m/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUPerObject},
 			{name: "noop-1m/table-limit-bytes", unit: unitBytes, lowerBetter: true, ours: "converge", theirs: "limit", metric: metricBytes,
 				reference: "table limit"},
+			{name: "noop-1m/prometheus", unit: unitObjectsPerSec, ours: "converge-prometheus", theirs: "converge", metric: metricThroughput,
+				reference: "no-op metrics",
+				goal:      &goal{desc: ">=0.95x no-op metrics", met: func(o, t float64) bool { return o >= 0.95*t }}},
 		},
 	}
 }
 
 // runNoop inserts noopObjects Pending objects in transactions of
-// insertBatch and waits until every one is Done. Update does nothing.
-func runNoop(ctx context.Context, side string, sz sizes) (measure, error) {
+// insertBatch and waits until every one is Done. Update does nothing. With
+// prom, converge reports to Prometheus metrics (the cost of metrics).
+func runNoop(ctx context.Context, side string, prom bool, sz sizes) (measure, error) {
 	tg := newTarget()
-	r, err := startRig(ctx, side, rigOptions{target: tg})
+	r, err := startRig(ctx, side, rigOptions{target: tg, prometheus: prom})
 	if err != nil {
 		return nil, err
 	}
