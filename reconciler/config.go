@@ -93,13 +93,20 @@ type Config[Obj any] struct {
 
 	// Concurrency is the most Update/Delete operations (or batches) in
 	// flight at once. Two operations for the same primary key never run at
-	// once. Default 1 (DefaultConcurrency).
+	// once. Default 1 (DefaultConcurrency). With Concurrency 1 and no
+	// OperationTimeout the operations run on the reconciler's own goroutine
+	// (no hand-offs: the lowest latency), so an operation that never
+	// returns stops the reconciler; set OperationTimeout to be protected
+	// from that.
 	Concurrency int
 
 	// OperationTimeout bounds each operation through its context; one that
 	// runs longer fails with an error wrapping ErrTimeout and is retried.
-	// An operation that ignores its context still holds one worker until it
-	// returns. Default: no timeout.
+	// An operation that ignores its context and runs on past its deadline
+	// hands its worker's place to a new worker (at most Concurrency such
+	// at once), so the other objects keep flowing; a full reconciliation
+	// is postponed rather than wait for it. Stopping the hive still waits
+	// for it to return. Default: no timeout.
 	OperationTimeout time.Duration
 
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff of
