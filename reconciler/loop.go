@@ -106,7 +106,7 @@ type loop[Obj comparable] struct {
 	status      healthState
 }
 
-func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj], error) {
+func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
 	return &loop[Obj]{
 		reconciler: r,
 		health:     health,
@@ -122,7 +122,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) (*loop[Obj]
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 		inline:         r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
 		nopMetrics:     r.metrics == ReconcilerMetrics(NopMetrics{}),
-	}, nil
+	}
 }
 
 // closedCh is a channel that is always ready.

@@ -149,11 +149,7 @@ func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
 
 // run is the job: it runs the loop until ctx ends.
 func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
-	l, err := newLoop(r, health)
-	if err != nil {
-		return err
-	}
-	return l.run(ctx)
+	return newLoop(r, health).run(ctx)
 }
 
 // keyOf returns obj's primary key as a string without copying it: statedb
