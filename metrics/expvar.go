@@ -195,6 +195,13 @@ func (m *expvarReconciler) Operation(op reconciler.Op, result reconciler.Result,
 	m.durations[oi].observe(d)
 }
 
+// BatchEntries implements reconciler.ReconcilerMetrics.
+func (m *expvarReconciler) BatchEntries(op reconciler.Op, result reconciler.Result, n int) {
+	if _, i := opResultIndex(op, result); i >= 0 {
+		m.objects[i].Add(int64(n))
+	}
+}
+
 // Round implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) Round(objects int, d time.Duration) {
 	m.roundObjects.Add(int64(objects))

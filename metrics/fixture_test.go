@@ -246,6 +246,11 @@ func (r notifyingReconciler) Operation(op reconciler.Op, res reconciler.Result, 
 	r.n.update(nil)
 }
 
+func (r notifyingReconciler) BatchEntries(op reconciler.Op, res reconciler.Result, n int) {
+	r.inner.BatchEntries(op, res, n)
+	r.n.update(nil)
+}
+
 func (r notifyingReconciler) Round(objects int, d time.Duration) {
 	r.inner.Round(objects, d)
 	r.n.update(nil)

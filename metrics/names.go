@@ -57,7 +57,7 @@ var (
 		Name:   Prefix + "operation_objects_total",
 		Kind:   KindCounter,
 		Labels: opResultLabels,
-		Help:   "Objects handled by the operation calls: 1 per update or delete, the batch size per batch, the number of desired objects per prune.",
+		Help:   "Objects handled by the operation calls, by their own result: 1 per update or delete, each batch entry with its own result, the number of desired objects per prune.",
 	}
 	defOperationDuration = Definition{
 		Name:   Prefix + "operation_duration_seconds",

@@ -139,6 +139,13 @@ func (m *promReconciler) Operation(op reconciler.Op, result reconciler.Result, o
 	m.durations[oi].Observe(d.Seconds())
 }
 
+// BatchEntries implements reconciler.ReconcilerMetrics.
+func (m *promReconciler) BatchEntries(op reconciler.Op, result reconciler.Result, n int) {
+	if _, i := opResultIndex(op, result); i >= 0 && n > 0 {
+		m.objects[i].Add(float64(n))
+	}
+}
+
 // Round implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) Round(objects int, d time.Duration) {
 	if objects > 0 {

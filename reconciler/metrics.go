@@ -73,10 +73,15 @@ type Metrics interface {
 // path: microseconds, no I/O).
 type ReconcilerMetrics interface {
 	// Operation is called once per ended operation call. objects is 1 for
-	// single-object operations, the batch size for batches, and the number
-	// of desired objects for prune. For a batch, result is ResultOK when
-	// every entry succeeded and the worst entry's result otherwise.
+	// single-object operations and the number of desired objects for
+	// prune. For a batch, result is ResultOK when every entry succeeded and
+	// the worst entry's result otherwise, and objects is 0: its entries are
+	// reported by BatchEntries, each with its own result.
 	Operation(op Op, result Result, objects int, d time.Duration)
+
+	// BatchEntries is called after a batch's Operation, once per result
+	// its entries ended with: n entries of the batch ended with result.
+	BatchEntries(op Op, result Result, n int)
 
 	// Round is called after each incremental round that committed results:
 	// how many objects it committed and how long it took from picking the
@@ -103,6 +108,9 @@ func (NopMetrics) Reconciler(ReconcilerID) ReconcilerMetrics { return NopMetrics
 
 // Operation implements ReconcilerMetrics.
 func (NopMetrics) Operation(Op, Result, int, time.Duration) {}
+
+// BatchEntries implements ReconcilerMetrics.
+func (NopMetrics) BatchEntries(Op, Result, int) {}
 
 // Round implements ReconcilerMetrics.
 func (NopMetrics) Round(int, time.Duration) {}

@@ -262,6 +262,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 			it.err = safeErr(t.op, entries[i].Result)
 		}
 		worst := ResultOK
+		var counts [len(resultRank)]int
 		for _, it := range t.batch {
 			if err != nil && it.err == nil {
 				// The whole batch panicked or timed out.
@@ -269,8 +270,14 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 			}
 			it.result = l.classify(it.err, it.failures)
 			worst = worse(worst, it.result)
+			counts[rankOf(it.result)]++
 		}
-		l.metrics.Operation(t.op, worst, len(t.batch), time.Since(start))
+		l.metrics.Operation(t.op, worst, 0, time.Since(start))
+		for i, n := range counts {
+			if n > 0 {
+				l.metrics.BatchEntries(t.op, resultRank[i], n)
+			}
+		}
 
 	case OpPrune:
 		start := time.Now()
@@ -391,27 +398,22 @@ func (l *loop[Obj]) classify(err error, failures int) Result {
 	}
 }
 
-// worse orders results for reporting a batch by its worst entry.
-func worse(a, b Result) Result {
-	rank := func(r Result) int {
-		switch r {
-		case ResultOK:
-			return 0
-		case ResultDeferred:
-			return 1
-		case ResultError:
-			return 2
-		case ResultTimeout:
-			return 3
-		case ResultPermanent:
-			return 4
-		case ResultExhausted:
-			return 5
-		default: // ResultPanic
-			return 6
+// resultRank orders results from best to worst, for reporting a batch by
+// its worst entry.
+var resultRank = [...]Result{ResultOK, ResultDeferred, ResultError, ResultTimeout, ResultPermanent, ResultExhausted, ResultPanic}
+
+func rankOf(r Result) int {
+	for i, x := range resultRank {
+		if x == r {
+			return i
 		}
 	}
-	if rank(b) > rank(a) {
+	return len(resultRank) - 1
+}
+
+// worse returns the worse of two results.
+func worse(a, b Result) Result {
+	if rankOf(b) > rankOf(a) {
 		return b
 	}
 	return a

@@ -1,0 +1,95 @@
+package reconciler_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/internal/fake"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// entryRecorder counts batch calls and batch entries by result.
+type entryRecorder struct {
+	reconciler.NopMetrics
+	mu      sync.Mutex
+	calls   map[reconciler.Result]int
+	entries map[reconciler.Result]int
+}
+
+func (m *entryRecorder) Reconciler(reconciler.ReconcilerID) reconciler.ReconcilerMetrics { return m }
+
+func (m *entryRecorder) Operation(op reconciler.Op, result reconciler.Result, objects int, _ time.Duration) {
+	if op != reconciler.OpUpdateBatch {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls[result]++
+	if objects != 0 {
+		m.entries["objects-on-the-call"] += objects
+	}
+}
+
+func (m *entryRecorder) BatchEntries(op reconciler.Op, result reconciler.Result, n int) {
+	if op != reconciler.OpUpdateBatch {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries[result] += n
+}
+
+// TestBatchEntriesByResult: a batch with one failing entry is one call with
+// the worst result, and its entries are counted under their own results.
+func TestBatchEntriesByResult(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.hive.Start(f.log, ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer f.hive.Stop(f.log, context.Background())
+
+	rec := &entryRecorder{calls: map[reconciler.Result]int{}, entries: map[reconciler.Result]int{}}
+	target := f.target("")
+	ops := &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }}
+	r, err := reconciler.New(reconciler.Config[*testObject]{
+		Table:                      f.table,
+		GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
+		SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
+		CloneObject:                (*testObject).Clone,
+		Operations:                 ops,
+		BatchOperations:            ops,
+		RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
+		RetryBackoffMin:            time.Millisecond,
+		RetryBackoffMax:            time.Millisecond,
+		FullReconciliationInterval: reconciler.Off,
+		Metrics:                    rec,
+	}, f.params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.markInit()
+
+	target.SetFault("2", fake.Fault{Mode: fake.ModeError, Count: 1})
+	insert(t, f,
+		&testObject{ID: "1", Status: reconciler.StatusPending()},
+		&testObject{ID: "2", Status: reconciler.StatusPending()},
+		&testObject{ID: "3", Status: reconciler.StatusPending()})
+	if err := f.waitReconciled(ctx, r, true); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	// One batch of three (1 error) and the retry of object 2 (ok).
+	if rec.calls[reconciler.ResultError] != 1 || rec.calls[reconciler.ResultOK] != 1 {
+		t.Errorf("batch calls by result %v, want one error and one ok", rec.calls)
+	}
+	if rec.entries[reconciler.ResultOK] != 3 || rec.entries[reconciler.ResultError] != 1 || len(rec.entries) != 2 {
+		t.Errorf("batch entries by result %v, want ok=3 error=1", rec.entries)
+	}
+}
