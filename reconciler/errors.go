@@ -79,6 +79,9 @@ func RetryAfter(d time.Duration, err error) error {
 
 // retryAfter returns the delay requested with RetryAfter, if any.
 func retryAfter(err error) (time.Duration, bool) {
+	if err == nil {
+		return 0, false // without allocating for errors.As
+	}
 	var ra *retryAfterError
 	if errors.As(err, &ra) {
 		return ra.after, true
@@ -88,6 +91,9 @@ func retryAfter(err error) (time.Duration, bool) {
 
 // isDeferral reports whether err is RetryAfter(d, nil): not a failure.
 func isDeferral(err error) bool {
+	if err == nil {
+		return false // without allocating for errors.As: most results are nil
+	}
 	var ra *retryAfterError
 	return errors.As(err, &ra) && ra.err == nil
 }
