@@ -9,6 +9,11 @@ import (
 // and no success between them, open the breaker.
 const breakerThreshold = 32
 
+// maxCanaryInterval bounds the spacing of canaries while the breaker is
+// open: a single attempt that often is cheap, and a target that comes back
+// is noticed within it.
+const maxCanaryInterval = time.Second
+
 // breaker notices that the target is down for everyone (every attempt fails
 // the same way, "connection refused") and then stops hammering it: instead
 // of every failing object retrying on its own schedule, one retry (the
@@ -49,7 +54,7 @@ func (b *breaker) observe(ok, giveUp bool, errMsg string, retry bool, now time.T
 	switch {
 	case !b.open && b.streak >= breakerThreshold:
 		b.open, b.level = true, 1
-		b.nextCanary = now.Add(bo.delay(b.level))
+		b.nextCanary = now.Add(min(bo.delay(b.level), maxCanaryInterval))
 		b.log.Warn("Every attempt fails the same way: holding retries, trying one at a time until one succeeds",
 			"error", errMsg, "failures", b.streak)
 	case b.open && retry && !giveUp:
@@ -68,8 +73,10 @@ func (b *breaker) allowRetries(now time.Time, budget int) int {
 		return 0
 	}
 	// Pace by time, not by the canary's result, which may never come
-	// back as one (the object changed meanwhile, or was deleted).
-	b.nextCanary = now.Add(b.backoff.delay(b.level))
+	// back as one (the object changed meanwhile, or was deleted). One
+	// attempt a second at most costs nothing and notices a recovery
+	// within a second; the backoff spaces the first few out less.
+	b.nextCanary = now.Add(min(b.backoff.delay(b.level), maxCanaryInterval))
 	return min(budget, 1)
 }
 
