@@ -25,6 +25,21 @@ var (
 	// Config.MaxRetries consecutive attempts have failed. Like a Permanent
 	// error it is not retried until the object changes or is refreshed.
 	ErrRetriesExhausted = errors.New("retry budget spent")
+
+	// ErrUnknownStatusKind is wrapped by every error that rejects a status
+	// kind: a name that is not one of "Pending", "Refreshing", "Done" or
+	// "Error", a JSON value that is not such a string (numbers and null
+	// included), a YAML node that is not such a string scalar, an
+	// out-of-range StatusKind being marshalled, and an index key that
+	// encodes no kind.
+	ErrUnknownStatusKind = errors.New("unknown status kind")
+
+	// ErrMalformedStatusSet is wrapped by every error that rejects a
+	// serialized StatusSet: a value that is not an object, an unknown or
+	// repeated field, a null where an object or number is required, a
+	// status name given twice, or (when marshalling) a status name that is
+	// not valid UTF-8 and so could not be read back.
+	ErrMalformedStatusSet = errors.New("malformed status set")
 )
 
 // permanentError marks an error as not worth retrying.

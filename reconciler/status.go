@@ -3,7 +3,6 @@ package reconciler
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
@@ -11,27 +10,6 @@ import (
 
 	"github.com/cilium/statedb/index"
 	"go.yaml.in/yaml/v3"
-)
-
-// Sentinel errors of status.go and statusset.go.
-//
-// They belong in errors.go and will move there; they live here for now so
-// that the status types and the rest of the package can be written apart.
-var (
-	// ErrUnknownStatusKind is wrapped by every error that rejects a status
-	// kind: a name that is not one of "Pending", "Refreshing", "Done" or
-	// "Error", a JSON value that is not such a string (numbers and null
-	// included), a YAML node that is not such a string scalar, an
-	// out-of-range StatusKind being marshalled, and an index key that
-	// encodes no kind.
-	ErrUnknownStatusKind = errors.New("unknown status kind")
-
-	// ErrMalformedStatusSet is wrapped by every error that rejects a
-	// serialized StatusSet: a value that is not an object, an unknown or
-	// repeated field, a null where an object or number is required, a
-	// status name given twice, or (when marshalling) a status name that is
-	// not valid UTF-8 and so could not be read back.
-	ErrMalformedStatusSet = errors.New("malformed status set")
 )
 
 // StatusKind is the state of one object's reconciliation.
