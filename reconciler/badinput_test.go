@@ -137,15 +137,10 @@ func startBad(t *testing.T, batch bool, edit func(*reconciler.Config[*testObject
 		}
 	})
 	f.markInit()
-	cfg := reconciler.Config[*testObject]{
-		Table:           f.table,
-		GetObjectStatus: func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus: func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:     (*testObject).Clone,
-		Operations:      ops,
+	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 		RetryBackoffMin: time.Millisecond,
 		RetryBackoffMax: 10 * time.Millisecond,
-	}
+	})
 	if batch {
 		cfg.BatchOperations = ops
 	}

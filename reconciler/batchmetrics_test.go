@@ -57,19 +57,14 @@ func TestBatchEntriesByResult(t *testing.T) {
 	rec := &entryRecorder{calls: map[reconciler.Result]int{}, entries: map[reconciler.Result]int{}}
 	target := f.target("")
 	ops := &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }}
-	r, err := reconciler.New(reconciler.Config[*testObject]{
-		Table:                      f.table,
-		GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:                (*testObject).Clone,
-		Operations:                 ops,
+	r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 		BatchOperations:            ops,
 		RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
 		RetryBackoffMin:            time.Millisecond,
 		RetryBackoffMax:            time.Millisecond,
 		FullReconciliationInterval: reconciler.Off,
 		Metrics:                    rec,
-	}, f.params)
+	}), f.params)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -699,12 +699,7 @@ func (c *chaosRun) startHive() {
 	c.ops.stopping.Store(false)
 
 	construct := func() {
-		cfg := reconciler.Config[*testObject]{
-			Table:                      f.table,
-			GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
-			SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-			CloneObject:                (*testObject).Clone,
-			Operations:                 c.ops,
+		cfg := testConfig(f, c.ops, reconciler.Config[*testObject]{
 			RoundSize:                  c.roundSize,
 			Concurrency:                c.cc.concurrency,
 			OperationTimeout:           chaosOpTimeout,
@@ -714,7 +709,7 @@ func (c *chaosRun) startHive() {
 			RefreshInterval:            c.refresh,
 			RefreshRateLimiter:         rate.NewLimiter(rate.Inf, 1),
 			StartSuspended:             c.suspended, // a follower stays one across the restart
-		}
+		})
 		if c.cc.batch {
 			cfg.BatchOperations = c.ops
 		}
@@ -945,14 +940,9 @@ func TestStuckOperationDoesNotStallFullReconciliation(t *testing.T) {
 		t.Fatalf("hive start: %s", err)
 	}
 	f.markInit()
-	r, err := reconciler.New(reconciler.Config[*testObject]{
-		Table:            f.table,
-		GetObjectStatus:  func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus:  func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:      (*testObject).Clone,
-		Operations:       ops,
+	r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 		OperationTimeout: 20 * time.Millisecond,
-	}, f.params)
+	}), f.params)
 	if err != nil {
 		t.Fatalf("reconciler.New: %s", err)
 	}

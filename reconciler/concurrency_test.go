@@ -87,18 +87,13 @@ func testConcurrencyPerKeyOrder(t *testing.T, batch bool) {
 		testOps: testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }},
 		applied: map[string]int{},
 	}
-	cfg := reconciler.Config[*testObject]{
-		Table:            f.table,
-		GetObjectStatus:  func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus:  func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:      (*testObject).Clone,
-		Operations:       ops,
+	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 		Concurrency:      16,
 		RoundSize:        40, // smaller than the keys: rounds overlap with work in flight
 		RoundRateLimiter: rate.NewLimiter(rate.Inf, 1),
 		RetryBackoffMin:  time.Millisecond,
 		RetryBackoffMax:  5 * time.Millisecond,
-	}
+	})
 	if batch {
 		cfg.BatchOperations = ops
 	}

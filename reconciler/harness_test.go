@@ -405,3 +405,15 @@ func (f *fixture) commands() map[string]script.Cmd {
 			}),
 	}
 }
+
+// testConfig fills in the Config fields every test over testObject sets
+// the same way (the table, the object's own Status, Clone) and ops; cfg
+// carries what the test is about.
+func testConfig(f *fixture, ops reconciler.Operations[*testObject], cfg reconciler.Config[*testObject]) reconciler.Config[*testObject] {
+	cfg.Table = f.table
+	cfg.GetObjectStatus = func(o *testObject) reconciler.Status { return o.Status }
+	cfg.SetObjectStatus = func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o }
+	cfg.CloneObject = (*testObject).Clone
+	cfg.Operations = ops
+	return cfg
+}

@@ -57,16 +57,11 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 			testOps: testOps{target: f.target(""), getStatus: func(o *testObject) reconciler.Status { return o.Status }},
 			start:   time.Now(),
 		}
-		cfg := reconciler.Config[*testObject]{
-			Table:                      f.table,
-			GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
-			SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-			CloneObject:                (*testObject).Clone,
-			Operations:                 ops,
+		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 			RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
 			FullReconciliationInterval: reconciler.Off,
 			RefreshInterval:            reconciler.Off,
-		}
+		})
 		modify(&cfg)
 		if _, err := reconciler.New(cfg, f.params); err != nil {
 			t.Fatal(err)

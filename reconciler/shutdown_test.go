@@ -156,12 +156,7 @@ func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObj
 	}
 	wtxn.Commit()
 	f.markInit()
-	cfg := reconciler.Config[*testObject]{
-		Table:            f.table,
-		GetObjectStatus:  func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus:  func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:      (*testObject).Clone,
-		Operations:       ops,
+	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 		Concurrency:      sc.concurrency,
 		OperationTimeout: sc.timeout,
 		RetryBackoffMin:  time.Millisecond,
@@ -169,7 +164,7 @@ func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObj
 		// No full reconciliation: no Prune joins the operations under
 		// test, and none waits for those that ignore their context.
 		FullReconciliationInterval: reconciler.Off,
-	}
+	})
 	if sc.batch {
 		cfg.BatchOperations = ops
 	}
@@ -506,17 +501,12 @@ func TestRestartOverErrorObjects(t *testing.T) {
 				}
 				wtxn.Commit()
 				f.markInit()
-				r, err := reconciler.New(reconciler.Config[*testObject]{
-					Table:                      f.table,
-					GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
-					SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-					CloneObject:                (*testObject).Clone,
-					Operations:                 ops,
+				r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 					RetryBackoffMin:            time.Millisecond,
 					RetryBackoffMax:            10 * time.Millisecond,
 					FullReconciliationInterval: 50 * time.Millisecond,
 					RefreshInterval:            refresh,
-				}, f.params)
+				}), f.params)
 				if err != nil {
 					t.Fatalf("reconciler.New: %s", err)
 				}

@@ -25,12 +25,8 @@ func TestStatusCountsMatchIndex(t *testing.T) {
 	defer f.hive.Stop(f.log, context.Background())
 
 	target := f.target("")
-	r, err := reconciler.New(reconciler.Config[*testObject]{
-		Table:                      f.table,
-		GetObjectStatus:            func(o *testObject) reconciler.Status { return o.Status },
-		SetObjectStatus:            func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
-		CloneObject:                (*testObject).Clone,
-		Operations:                 &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }},
+	ops := &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }}
+	r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 		Concurrency:                4,
 		RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
 		RetryBackoffMin:            time.Millisecond,
@@ -38,7 +34,7 @@ func TestStatusCountsMatchIndex(t *testing.T) {
 		FullReconciliationInterval: reconciler.Off,
 		RefreshInterval:            time.Nanosecond,
 		RefreshRateLimiter:         rate.NewLimiter(rate.Inf, 1),
-	}, f.params)
+	}), f.params)
 	if err != nil {
 		t.Fatal(err)
 	}
