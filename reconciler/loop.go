@@ -164,11 +164,13 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		now := time.Now()
 
 		// Commit what the workers finished.
+		committed := false
 		if l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
 			if ctx.Err() != nil {
 				return nil
 			}
 			l.commit(ctx, timers)
+			committed = true
 		}
 
 		// Start, wait for or postpone a full reconciliation: it decides
@@ -195,10 +197,10 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 				return nil
 			}
 			l.commit(ctx, timers)
-			pullNow = true
+			committed = true
 		}
 		l.stepRefresh(ctx, now, timers)
-		if pullNow || l.results.committed || l.status.dirty {
+		if pullNow || committed || l.status.dirty {
 			l.report(now, timers)
 		}
 

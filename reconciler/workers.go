@@ -37,9 +37,6 @@ type resultBox[Obj any] struct {
 
 	// notify wakes the loop; capacity one, sent to without blocking.
 	notify chan struct{}
-
-	// Owned by the loop: what the last collect returned.
-	committed bool
 }
 
 func newResultBox[Obj any]() *resultBox[Obj] {
@@ -69,7 +66,6 @@ func (rb *resultBox[Obj]) finish(t task[Obj], commitAt int) {
 // shouldCommit reports whether the loop should commit now; when results
 // wait but not for long enough, it arms the commit timer instead.
 func (rb *resultBox[Obj]) shouldCommit(now time.Time, commitAt int, ts *loopTimers) bool {
-	rb.committed = false
 	rb.mu.Lock()
 	n, running, firstAt := len(rb.done), rb.running, rb.firstAt
 	rb.mu.Unlock()
@@ -91,7 +87,6 @@ func (rb *resultBox[Obj]) take(buf []task[Obj]) []task[Obj] {
 	buf = append(buf[:0], rb.done...)
 	clear(rb.done)
 	rb.done = rb.done[:0]
-	rb.committed = true
 	return buf
 }
 
