@@ -40,12 +40,29 @@ func NewStatusIndex[Obj any](name string, getStatus func(Obj) reconciler.Status)
 	return statedb.Index[Obj, reconciler.StatusKind]{
 		Name: name,
 		FromObject: func(obj Obj) sdbindex.KeySet {
-			return sdbindex.NewKeySet(getStatus(obj).Kind.Key())
+			return statusKeySet(getStatus(obj).Kind)
 		},
 		FromKey:    reconciler.StatusKind.Key,
 		FromString: statusKeyFromString,
 		Unique:     false,
 	}
+}
+
+// statusKeySets holds the key set of every StatusKind value, built once.
+// statedb calls FromObject for the old and the new object of every write,
+// and index.NewKeySet allocates its variadic slice on each call: at a
+// million status writes that was 4% of all bytes allocated. A KeySet is
+// read-only, so one value per kind can be shared by every object.
+var statusKeySets = func() (sets [256]sdbindex.KeySet) {
+	for k := range sets {
+		sets[k] = sdbindex.NewKeySet(reconciler.StatusKind(k).Key())
+	}
+	return sets
+}()
+
+// statusKeySet is the index key set of an object whose status has kind k.
+func statusKeySet(k reconciler.StatusKind) sdbindex.KeySet {
+	return statusKeySets[k]
 }
 
 // statusKeyFromString parses a kind name into its index key.

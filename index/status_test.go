@@ -263,3 +263,26 @@ func TestStatusIndexFromObject(t *testing.T) {
 		t.Errorf("FromKey(Error) != StatusKindError.Key()")
 	}
 }
+
+// TestStatusIndexFromObjectKinds checks the shared key sets against Key for
+// every StatusKind value, valid or not, and that FromObject does not
+// allocate: it runs for the old and the new object of every status write.
+func TestStatusIndexFromObjectKinds(t *testing.T) {
+	statusIdx := index.NewStatusIndex("", func(o *testObj) reconciler.Status { return o.Status })
+	for k := range 256 {
+		kind := reconciler.StatusKind(k)
+		ks := statusIdx.FromObject(&testObj{ID: "a", Status: reconciler.Status{Kind: kind}})
+		if !ks.First().Equal(kind.Key()) {
+			t.Errorf("kind %d: FromObject key %q, want %q", k, ks.First(), kind.Key())
+		}
+		n := 0
+		ks.Foreach(func(sdbindex.Key) { n++ })
+		if n != 1 {
+			t.Errorf("kind %d: FromObject gave %d keys, want 1", k, n)
+		}
+	}
+	obj := &testObj{ID: "a", Status: reconciler.StatusDone()}
+	if allocs := testing.AllocsPerRun(100, func() { statusIdx.FromObject(obj) }); allocs != 0 {
+		t.Errorf("FromObject allocates %v times per call, want 0", allocs)
+	}
+}
