@@ -9,61 +9,159 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// commit writes the results of the finished tasks in one write transaction.
-// Each status write is a compare-and-swap on the revision the operation
-// saw: if the object changed meanwhile, the result is stale and dropped, and
-// the change iterator delivers the newer revision to a later round. The one
-// exception is a change that left this reconciler's pending request alone
-// (same status ID and kind: another reconciler of a StatusSet wrote its
-// status), where the result is merged into the newer object instead.
-func (l *loop[Obj]) commit(ctx context.Context, ts *loopTimers) {
-	l.taken = l.results.take(l.taken)
-	start := time.Now()
-	now := start
-	wtxn := l.db.WriteTxn(l.cfg.Table)
-	defer wtxn.Abort()
+// A commit records the results of finished tasks. It has three phases:
+// plan decides, on the loop goroutine, what each result asks of the table;
+// write makes the status writes in one write transaction; finish does the
+// bookkeeping that depends on how the writes went and frees the keys. The
+// write phase holds the table's write lock for most of a commit's time,
+// so when more work is waiting it runs on the committer goroutine while
+// the loop picks up and runs the next round (committer.go).
 
-	objects := 0
-	done := l.done
+// commitAction is what planning decided for one item.
+type commitAction uint8
+
+const (
+	actWrite      commitAction = iota // write the status (Done or Error)
+	actDeferred                       // RetryAfter: stays Pending, retried later
+	actConfigFail                     // no copy to write into: report, retry
+	actSameError                      // failed as the object says already: just retry
+	actDelete                         // a delete's result: nothing to write
+)
+
+// commitJob is one commit: every item whose result it records, and those
+// of them with a status to write.
+type commitJob[Obj any] struct {
+	now     time.Time
+	items   []*item[Obj]
+	writes  []*item[Obj]
+	aborted bool // stopping: nothing was written
+}
+
+func (j *commitJob[Obj]) reset() {
+	clear(j.items)
+	clear(j.writes)
+	j.items, j.writes, j.aborted = j.items[:0], j.writes[:0], false
+}
+
+// plan takes the finished tasks and decides what each result asks for.
+// Prune results are handled here: they write nothing.
+func (l *loop[Obj]) plan(now time.Time, ts *loopTimers) *commitJob[Obj] {
+	l.taken = l.results.take(l.taken)
+	job := l.freeJobs[len(l.freeJobs)-1]
+	l.freeJobs = l.freeJobs[:len(l.freeJobs)-1]
+	job.now = now
 	for i := range l.taken {
 		t := &l.taken[i]
 		switch t.op {
 		case OpUpdate, OpDelete:
-			l.commitItem(wtxn, t.one, now)
-			done = append(done, t.one)
-			objects++
+			l.planItem(job, t.one)
 		case OpUpdateBatch, OpDeleteBatch:
 			for _, it := range t.batch {
-				l.commitItem(wtxn, it, now)
-				done = append(done, it)
+				l.planItem(job, it)
 			}
-			objects += len(t.batch)
 		case OpPrune:
 			l.pruneDone(t, now, ts)
 		}
 	}
+	clear(l.taken)
+	return job
+}
+
+// planItem decides what one object's result asks of the table.
+func (l *loop[Obj]) planItem(job *commitJob[Obj], it *item[Obj]) {
+	job.items = append(job.items, it)
+	if it.deleted {
+		it.action = actDelete
+		if it.err != nil {
+			// A failed delete of an object inserted again meanwhile is
+			// superseded by the Update of the new object.
+			_, _, it.reinserted = l.cfg.Table.Get(l.db.ReadTxn(), l.primary.QueryFromObject(it.obj))
+		}
+		return
+	}
+	err := it.err
+	if isDeferral(err) {
+		// Not ready yet, not a failure: the status stays Pending.
+		it.action = actDeferred
+		return
+	}
+	if err != nil {
+		err, it.giveUp = l.failure(it)
+	}
+	it.statusErr = err
+	if !it.cloned {
+		// There is no copy to write the status into (CloneObject
+		// panicked or returned the object itself): report, do not touch
+		// the table.
+		it.action = actConfigFail
+		return
+	}
+	it.newStatus = Status{Kind: StatusKindDone, UpdatedAt: job.now}
+	if err != nil {
+		it.newStatus = Status{Kind: StatusKindError, UpdatedAt: job.now, Error: err.Error()}
+	}
+	l.breaker.observe(err == nil, it.giveUp, it.newStatus.Error, it.failures > 0, job.now, l.backoff)
+	if err != nil && it.status.Kind == StatusKindError && it.status.Error == it.newStatus.Error {
+		// A retry failed as the last attempt did, and the object says so
+		// already: skip the write (and the change it would echo back to
+		// us). In a retry storm this is most of the work. If the object
+		// changed meanwhile, the change iterator delivers it and that
+		// drops the retry scheduled for it.
+		it.action = actSameError
+		return
+	}
+	it.action = actWrite
+	job.writes = append(job.writes, it)
+}
+
+// write makes the job's status writes in one write transaction, each a
+// compare-and-swap on the revision the operation saw. It may run on the
+// committer goroutine: it reads the items' objects and status and sets
+// their outcome, fields the loop leaves alone while the items are busy,
+// and touches no other state of the loop.
+func (l *loop[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
+	if len(job.writes) == 0 {
+		return
+	}
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	defer wtxn.Abort()
+	for _, it := range job.writes {
+		it.outcome = l.writeStatus(wtxn, it, it.newStatus)
+	}
 	if ctx.Err() != nil {
 		// Stopping: write nothing after Stop.
+		job.aborted = true
 		return
 	}
 	wtxn.Commit()
-	clear(l.taken)
+}
 
-	if objects > 0 {
-		d := time.Since(l.roundStart(done))
-		l.metrics.Round(objects, d)
-		l.lastRound = RoundInfo{At: now, Objects: objects, Duration: d}
+// finish does what the results ask for once the writes landed: failing
+// set, retries, metrics; then frees the keys and handles what changed
+// while they were busy.
+func (l *loop[Obj]) finish(job *commitJob[Obj]) {
+	if job.aborted {
+		return // stopping: the loop is on its way out, the keys stay busy
+	}
+	now := job.now
+	for _, it := range job.items {
+		l.finishItem(it, now)
+	}
+	if n := len(job.items); n > 0 {
+		d := time.Since(l.roundStart(job.items))
+		l.metrics.Round(n, d)
+		l.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
 	}
 	// The keys are free again; handle what changed while they were busy.
-	for _, it := range done {
+	for _, it := range job.items {
 		delete(l.busy, it.key)
 		if it.hasNext && !l.sameRequest(it) {
 			l.onChange(it.next, it.nextFloor)
 		}
 		l.release(it)
 	}
-	clear(done)
-	l.done = done[:0]
+	job.reset()
+	l.freeJobs = append(l.freeJobs, job)
 }
 
 // sameRequest reports whether the change seen while it was busy carries the
@@ -79,9 +177,9 @@ func (l *loop[Obj]) sameRequest(it *item[Obj]) bool {
 }
 
 // roundStart is when the oldest of the committed items was picked up.
-func (l *loop[Obj]) roundStart(done []*item[Obj]) time.Time {
+func (l *loop[Obj]) roundStart(items []*item[Obj]) time.Time {
 	oldest := time.Now()
-	for _, it := range done {
+	for _, it := range items {
 		if it.pickedAt.Before(oldest) {
 			oldest = it.pickedAt
 		}
@@ -89,45 +187,25 @@ func (l *loop[Obj]) roundStart(done []*item[Obj]) time.Time {
 	return oldest
 }
 
-// commitItem records one object's result in wtxn and schedules its retry.
-func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Time) {
-	if it.deleted {
-		l.commitDelete(wtxn, it, now)
+// finishItem records one object's result and schedules its retry.
+func (l *loop[Obj]) finishItem(it *item[Obj], now time.Time) {
+	err := it.statusErr
+	switch it.action {
+	case actDelete:
+		l.finishDelete(it, now)
 		return
-	}
-	err := it.err
-	if isDeferral(err) {
-		// Not ready yet, not a failure: the status stays Pending.
-		d, _ := retryAfter(err)
+	case actDeferred:
+		d, _ := retryAfter(it.err)
 		l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
 		return
-	}
-	giveUp := false
-	if err != nil {
-		err, giveUp = l.failure(it)
-	}
-	if !it.cloned {
-		// There is no copy to write the status into (CloneObject
-		// panicked or returned the object itself): report, do not touch
-		// the table.
-		l.configFailure(it, err, giveUp, now)
+	case actConfigFail:
+		l.configFailure(it, err, it.giveUp, now)
 		return
-	}
-	st := Status{Kind: StatusKindDone, UpdatedAt: now}
-	if err != nil {
-		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: err.Error()}
-	}
-	l.breaker.observe(err == nil, giveUp, st.Error, it.failures > 0, now, l.backoff)
-	if err != nil && it.status.Kind == StatusKindError && it.status.Error == st.Error {
-		// A retry failed as the last attempt did, and the object says so
-		// already: skip the write (and the change it would echo back to
-		// us). In a retry storm this is most of the work. If the object
-		// changed meanwhile, the change iterator delivers it and that
-		// drops the retry scheduled here.
+	case actSameError:
 		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
 		return
 	}
-	switch l.writeStatus(wtxn, it, st) {
+	switch it.outcome {
 	case statusStale:
 		return // a newer revision follows
 	case statusKeyChanged:
@@ -138,7 +216,7 @@ func (l *loop[Obj]) commitItem(wtxn statedb.WriteTxn, it *item[Obj], now time.Ti
 	switch {
 	case err == nil:
 		l.status.clearFailing(it.key)
-	case giveUp:
+	case it.giveUp:
 		l.status.setFailing(it.key, err.Error(), false, now)
 	default:
 		l.status.setFailing(it.key, err.Error(), false, now)
@@ -225,15 +303,15 @@ func (l *loop[Obj]) configFailure(it *item[Obj], err error, giveUp bool, now tim
 	}
 }
 
-// commitDelete records a delete's result. There is no status to write: the
+// finishDelete records a delete's result. There is no status to write: the
 // object is gone from the table.
-func (l *loop[Obj]) commitDelete(wtxn statedb.WriteTxn, it *item[Obj], now time.Time) {
+func (l *loop[Obj]) finishDelete(it *item[Obj], now time.Time) {
 	if it.err == nil {
 		l.breaker.observe(true, false, "", it.failures > 0, now, l.backoff)
 		l.status.clearFailing(it.key)
 		return
 	}
-	if _, _, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(it.obj)); found {
+	if it.reinserted {
 		// Inserted again: Update of the new object supersedes the delete.
 		l.status.clearFailing(it.key)
 		return

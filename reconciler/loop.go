@@ -36,6 +36,14 @@ type item[Obj any] struct {
 	err    error // the operation's result
 	result Result
 
+	// Set when the result is committed (commit.go).
+	action     commitAction
+	statusErr  error       // the error the status reports: err, wrapped when given up on
+	giveUp     bool        // Permanent, or MaxRetries spent
+	newStatus  Status      // the status to write (actWrite)
+	outcome    statusWrite // what became of the write; set by the committer
+	reinserted bool        // a failed delete's object is back in the table
+
 	// next is the newest change of this key seen while this item was
 	// busy; it is handled once this item is committed.
 	next      change[Obj]
@@ -71,9 +79,16 @@ type loop[Obj comparable] struct {
 	// abandoned counts workers that gave their place away while stuck in
 	// an operation past its timeout.
 	abandoned atomic.Int32
-	taken     []task[Obj]  // reused by commit
-	done      []*item[Obj] // reused by commit
+	taken     []task[Obj] // reused by plan
 	wg        sync.WaitGroup
+
+	// Commits whose writes are out on the committer goroutine: at most
+	// maxOutJobs, holding outItems items (committer.go).
+	freeJobs      []*commitJob[Obj]
+	outJobs       int
+	outItems      int
+	toCommitter   chan *commitJob[Obj]
+	fromCommitter chan *commitJob[Obj]
 
 	// inline runs the operations on the loop's own goroutine, with no
 	// worker: with Concurrency 1 and no OperationTimeout there is no one
@@ -119,6 +134,10 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 		status:     newHealthState(),
 		breaker:    breaker{log: r.log},
 
+		freeJobs:      []*commitJob[Obj]{new(commitJob[Obj]), new(commitJob[Obj])},
+		toCommitter:   make(chan *commitJob[Obj], maxOutJobs),
+		fromCommitter: make(chan *commitJob[Obj], maxOutJobs),
+
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 		inline:         r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
 		nopMetrics:     r.metrics == ReconcilerMetrics(NopMetrics{}),
@@ -149,28 +168,33 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			go l.worker(ctx)
 		}
 	}
+	l.wg.Add(1)
+	go l.committer(ctx)
 	defer func() {
 		// Workers drop what they have not started (ctx is done) and the
-		// running operations see a cancelled context. Nothing is
-		// committed any more.
+		// running operations see a cancelled context. A write out on the
+		// committer is aborted. Nothing is committed any more.
 		close(l.work)
+		close(l.toCommitter)
 		l.wg.Wait()
 	}()
 
 	timers := newLoopTimers()
 	defer timers.stop()
 
+	landed := false // a commit's writes came back from the committer
 	for {
 		now := time.Now()
 
-		// Commit what the workers finished.
-		committed := false
-		if l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
+		// Commit what the workers finished: the writes go out to the
+		// committer when more changes wait to be picked up meanwhile.
+		committed := landed
+		landed = false
+		if l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
 			if ctx.Err() != nil {
 				return nil
 			}
-			l.commit(ctx, timers)
-			committed = true
+			committed = l.commit(ctx, now, timers, l.moreChanges || isClosed(changesWatch)) || committed
 		}
 
 		// Start, wait for or postpone a full reconciliation: it decides
@@ -191,13 +215,12 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		}
 
 		l.dispatch()
-		if l.inline && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
+		if l.inline && l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
 			// The round ran right here: commit it now, no wake-up needed.
 			if ctx.Err() != nil {
 				return nil
 			}
-			l.commit(ctx, timers)
-			committed = true
+			committed = l.commit(ctx, now, timers, l.moreChanges || isClosed(changesWatch)) || committed
 		}
 		l.stepRefresh(ctx, now, timers)
 		if pullNow || committed || l.status.dirty {
@@ -225,6 +248,9 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		case <-l.triggerFull:
 			l.full.wanted = true
 		case <-l.results.notify:
+		case job := <-l.fromCommitter:
+			l.landed(job)
+			landed = true
 		case <-l.wake:
 			l.status.dirty = true
 		case <-timers.round.c():
@@ -244,9 +270,12 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	}
 }
 
-// budget is how many more objects may be picked up now.
+// budget is how many more objects may be picked up now: RoundSize less
+// the busy ones, not counting those whose results are being written (they
+// are done with their operations, and picking up the next round while
+// they are written is the point of the committer).
 func (l *loop[Obj]) budget() int {
-	return l.cfg.RoundSize - len(l.busy)
+	return l.cfg.RoundSize - len(l.busy) + l.outItems
 }
 
 // roundDelay reserves a round from the round limiter, or returns how long

@@ -1,0 +1,50 @@
+package reconciler
+
+import (
+	"context"
+	"time"
+)
+
+// maxOutJobs is how many commits may have their writes out on the
+// committer at once: one being written and one queued behind it, so the
+// committer goes from one write transaction straight to the next while
+// the loop finishes the first and picks up the next round.
+const maxOutJobs = 2
+
+// commit plans a commit of the finished results and makes its writes.
+// With async set (more changes wait to be picked up) the writes go out to
+// the committer goroutine and the loop goes on: it reads and runs the next
+// round while the write transaction waits for and holds the table's lock,
+// which for fast operations is most of a round's time. The keys stay busy
+// until the writes come back and finish runs. Otherwise the writes are
+// made right here, sparing a lone change the two hand-offs. commit reports
+// whether the commit finished here.
+func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers, async bool) bool {
+	job := l.plan(now, ts)
+	if (async || l.outJobs > 0) && len(job.writes) > 0 {
+		l.outJobs++
+		l.outItems += len(job.items)
+		l.toCommitter <- job // never blocks: it holds maxOutJobs
+		return false
+	}
+	l.write(ctx, job)
+	l.finish(job)
+	return true
+}
+
+// landed finishes a commit whose writes came back from the committer.
+func (l *loop[Obj]) landed(job *commitJob[Obj]) {
+	l.outJobs--
+	l.outItems -= len(job.items)
+	l.finish(job)
+}
+
+// committer makes the writes of the jobs the loop sends it, in the order
+// sent, and hands each back. It ends when the loop closes toCommitter.
+func (l *loop[Obj]) committer(ctx context.Context) {
+	defer l.wg.Done()
+	for job := range l.toCommitter {
+		l.write(ctx, job)
+		l.fromCommitter <- job // never blocks: it holds maxOutJobs
+	}
+}
