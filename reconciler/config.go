@@ -81,7 +81,9 @@ type Config[Obj any] struct {
 
 	// RoundSize is the most objects one round picks up (changes plus due
 	// retries), and so the most objects waiting for or in operations at
-	// once. Default 1000 (DefaultRoundSize).
+	// once, and the most status writes in one write transaction. While
+	// the statuses of up to two earlier rounds are being written, the
+	// next round already runs. Default 1000 (DefaultRoundSize).
 	RoundSize int
 
 	// RoundRateLimiter spaces rounds out so bursts of changes fold into

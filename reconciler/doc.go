@@ -16,13 +16,15 @@
 // up to Config.Concurrency at once and never two for one primary key; the
 // results are committed in one write transaction per round, each with a
 // compare-and-swap on the revision the operation saw, so a stale result
-// never overwrites a newer object. Success marks the object Done; failure
-// marks it Error and schedules a retry with jittered exponential backoff,
-// unless the error is Permanent, MaxRetries is spent, or the operation asked
-// for RetryAfter. Full reconciliation (Prune with every desired object, then
-// refresh of objects Done for longer than Config.RefreshInterval) runs once
-// the table is initialized, every Config.FullReconciliationInterval, and on
-// TriggerFullReconciliation.
+// never overwrites a newer object. When more changes are waiting, the writes
+// go to a committer goroutine and the next round is read and run while they
+// wait for and hold the table's write lock. Success marks the object Done;
+// failure marks it Error and schedules a retry with jittered exponential
+// backoff, unless the error is Permanent, MaxRetries is spent, or the
+// operation asked for RetryAfter. Full reconciliation (Prune with every
+// desired object, then refresh of objects Done for longer than
+// Config.RefreshInterval) runs once the table is initialized, every
+// Config.FullReconciliationInterval, and on TriggerFullReconciliation.
 //
 // # Guarantees
 //

@@ -194,7 +194,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			committed = l.commit(ctx, now, timers, l.moreChanges || isClosed(changesWatch)) || committed
+			committed = l.commit(ctx, now, timers, l.moreWaiting()) || committed
 		}
 
 		// Start, wait for or postpone a full reconciliation: it decides
@@ -220,7 +220,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			committed = l.commit(ctx, now, timers, l.moreChanges || isClosed(changesWatch)) || committed
+			committed = l.commit(ctx, now, timers, l.moreWaiting()) || committed
 		}
 		l.stepRefresh(ctx, now, timers)
 		if pullNow || committed || l.status.dirty {
@@ -268,6 +268,14 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			timers.health.fired()
 		}
 	}
+}
+
+// moreWaiting reports whether changes wait beyond those read: then a
+// commit's writes go to the committer while the loop reads them. (The
+// change iterator's watch channel cannot tell: it comes back closed after
+// every read that found changes.)
+func (l *loop[Obj]) moreWaiting() bool {
+	return l.moreChanges || l.cfg.Table.Revision(l.db.ReadTxn()) > l.pulledTo
 }
 
 // budget is how many more objects may be picked up now: RoundSize less
