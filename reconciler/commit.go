@@ -154,7 +154,7 @@ func (l *loop[Obj]) finish(job *commitJob[Obj]) {
 	}
 	// The keys are free again; handle what changed while they were busy.
 	for _, it := range job.items {
-		delete(l.busy, it.key)
+		l.unbusy(it)
 		if it.hasNext && !l.sameRequest(it) {
 			l.onChange(it.next, it.nextFloor)
 		}

@@ -172,7 +172,9 @@ func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
 	if low, ok := l.retries.lowWatermark(); ok {
 		b.retryLow = low
 	}
-	for key, it := range l.busy {
+	checkFailing := len(l.status.failing) > 0
+	oldest := now
+	for _, it := range l.busyList {
 		if it.failures == 0 {
 			b.reconciled = min(b.reconciled, it.floor)
 		} else {
@@ -181,7 +183,9 @@ func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
 		if it.hasNext {
 			b.reconciled = min(b.reconciled, it.nextFloor)
 		}
-		b.oldest = max(b.oldest, now.Sub(it.pickedAt))
+		if it.pickedAt.Before(oldest) {
+			oldest = it.pickedAt
+		}
 		if it.deleted {
 			continue
 		}
@@ -193,10 +197,14 @@ func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
 		case StatusKindError:
 			b.errorsBusy++
 		}
-		if f, ok := l.status.failing[key]; ok && !f.deleted {
+		if !checkFailing {
+			continue
+		}
+		if f, ok := l.status.failing[it.key]; ok && !f.deleted {
 			b.failingBusy++
 		}
 	}
+	b.oldest = max(now.Sub(oldest), 0)
 	b.retryLow = min(b.retryLow, b.reconciled+1)
 	return b
 }

@@ -96,6 +96,16 @@ func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
 	return true
 }
 
+// unbusy frees an item's key.
+func (l *loop[Obj]) unbusy(it *item[Obj]) {
+	delete(l.busy, it.key)
+	last := len(l.busyList) - 1
+	moved := l.busyList[last]
+	l.busyList[it.busyAt], moved.busyAt = moved, it.busyAt
+	l.busyList[last] = nil
+	l.busyList = l.busyList[:last]
+}
+
 // newItem returns a zeroed item, reused if one is free.
 func (l *loop[Obj]) newItem() *item[Obj] {
 	if n := len(l.free); n > 0 {
@@ -146,5 +156,7 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, e *retryEntry[Obj]) bool {
 func (l *loop[Obj]) enqueue(it *item[Obj]) {
 	it.pickedAt = l.now
 	l.busy[it.key] = it
+	it.busyAt = len(l.busyList)
+	l.busyList = append(l.busyList, it)
 	l.ready = append(l.ready, it)
 }
