@@ -34,18 +34,19 @@ type commitJob[Obj any] struct {
 	now     time.Time
 	items   []*item[Obj]
 	writes  []*item[Obj]
-	aborted bool // stopping: nothing was written
+	prunes  []task[Obj] // finished prunes: they write nothing
+	aborted bool        // stopping: nothing was written
 }
 
 func (j *commitJob[Obj]) reset() {
 	clear(j.items)
 	clear(j.writes)
-	j.items, j.writes, j.aborted = j.items[:0], j.writes[:0], false
+	clear(j.prunes)
+	j.items, j.writes, j.prunes, j.aborted = j.items[:0], j.writes[:0], j.prunes[:0], false
 }
 
 // plan takes the finished tasks and decides what each result asks for.
-// Prune results are handled here: they write nothing.
-func (l *loop[Obj]) plan(now time.Time, ts *loopTimers) *commitJob[Obj] {
+func (l *loop[Obj]) plan(now time.Time) *commitJob[Obj] {
 	l.taken = l.results.take(l.taken)
 	job := l.freeJobs[len(l.freeJobs)-1]
 	l.freeJobs = l.freeJobs[:len(l.freeJobs)-1]
@@ -60,7 +61,7 @@ func (l *loop[Obj]) plan(now time.Time, ts *loopTimers) *commitJob[Obj] {
 				l.planItem(job, it)
 			}
 		case OpPrune:
-			l.pruneDone(t, now, ts)
+			job.prunes = append(job.prunes, *t)
 		}
 	}
 	clear(l.taken)
@@ -137,15 +138,20 @@ func (l *loop[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
 }
 
 // finish does what the results ask for once the writes landed: failing
-// set, retries, metrics; then frees the keys and handles what changed
-// while they were busy.
-func (l *loop[Obj]) finish(job *commitJob[Obj]) {
+// set, retries, metrics, and a finished prune (after the objects: the
+// results taken with it came in before it started, and a successful prune
+// settles the failed deletes among them); then frees the keys and handles
+// what changed while they were busy.
+func (l *loop[Obj]) finish(job *commitJob[Obj], ts *loopTimers) {
 	if job.aborted {
 		return // stopping: the loop is on its way out, the keys stay busy
 	}
 	now := job.now
 	for _, it := range job.items {
 		l.finishItem(it, now)
+	}
+	for i := range job.prunes {
+		l.pruneDone(&job.prunes[i], now, ts)
 	}
 	if n := len(job.items); n > 0 {
 		d := time.Since(l.roundStart(job.items))

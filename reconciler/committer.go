@@ -20,23 +20,26 @@ const maxOutJobs = 2
 // made right here, sparing a lone change the two hand-offs. commit reports
 // whether the commit finished here.
 func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers, async bool) bool {
-	job := l.plan(now, ts)
-	if (async || l.outJobs > 0) && len(job.writes) > 0 {
+	job := l.plan(now)
+	// While a job is out, the next ones follow it even with nothing to
+	// write, so that commits finish in the order they were planned (a
+	// prune's result must be finished after the deletes taken before it).
+	if l.outJobs > 0 || (async && len(job.writes) > 0) {
 		l.outJobs++
 		l.outItems += len(job.items)
 		l.toCommitter <- job // never blocks: it holds maxOutJobs
 		return false
 	}
 	l.write(ctx, job)
-	l.finish(job)
+	l.finish(job, ts)
 	return true
 }
 
 // landed finishes a commit whose writes came back from the committer.
-func (l *loop[Obj]) landed(job *commitJob[Obj]) {
+func (l *loop[Obj]) landed(job *commitJob[Obj], ts *loopTimers) {
 	l.outJobs--
 	l.outItems -= len(job.items)
-	l.finish(job)
+	l.finish(job, ts)
 }
 
 // committer makes the writes of the jobs the loop sends it, in the order

@@ -37,6 +37,13 @@ func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
 	if l.full.since.IsZero() {
 		l.full.since = now
 	}
+	if l.outJobs > 0 {
+		// Results are still being written: wait for them to land (that
+		// wakes the loop), so that the prune's outcome is judged against
+		// a settled failing set (a successful prune settles the failed
+		// deletes it finds there).
+		return
+	}
 	if inFlight := l.results.inFlight(); inFlight > 0 {
 		// Prune never runs beside an Update or Delete, so wait for the
 		// operations in flight; the last result to arrive wakes the loop.

@@ -254,7 +254,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			l.full.wanted = true
 		case <-l.results.notify:
 		case job := <-l.fromCommitter:
-			l.landed(job)
+			l.landed(job, timers)
 			landed = true
 		case <-l.wake:
 			l.status.dirty = true
