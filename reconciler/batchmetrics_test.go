@@ -1,7 +1,6 @@
 package reconciler_test
 
 import (
-	"context"
 	"sync"
 	"testing"
 	"time"
@@ -46,13 +45,7 @@ func (m *entryRecorder) BatchEntries(op reconciler.Op, result reconciler.Result,
 // TestBatchEntriesByResult: a batch with one failing entry is one call with
 // the worst result, and its entries are counted under their own results.
 func TestBatchEntriesByResult(t *testing.T) {
-	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := f.hive.Start(f.log, ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.hive.Stop(f.log, context.Background())
+	f, ctx := startFixture(t, 10*time.Second)
 
 	rec := &entryRecorder{calls: map[reconciler.Result]int{}, entries: map[reconciler.Result]int{}}
 	target := f.target("")

@@ -59,17 +59,7 @@ func testCommitPipelined(t *testing.T, concurrency int) {
 		roundSize = 10
 		rounds    = 3
 	)
-	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := f.hive.Start(f.log, ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	f, ctx := startFixture(t, 20*time.Second)
 	ops := &gatedOps{
 		testOps: testOps{target: f.target(""), getStatus: func(o *testObject) reconciler.Status { return o.Status }},
 		goal:    roundSize * rounds,

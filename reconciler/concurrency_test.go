@@ -57,17 +57,7 @@ func testConcurrencyPerKeyOrder(t *testing.T, batch bool) {
 		keys     = 64
 		versions = 40
 	)
-	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := f.hive.Start(f.log, ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	f, ctx := startFixture(t, time.Minute)
 
 	target := f.target("")
 	latencyRng := rand.New(rand.NewPCG(3, 4))

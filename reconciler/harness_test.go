@@ -157,6 +157,25 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// startFixture returns a started fixture and a context that ends after
+// timeout; the hive is stopped (and a failed stop reported) when the test
+// ends.
+func startFixture(t *testing.T, timeout time.Duration) (*fixture, context.Context) {
+	t.Helper()
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	if err := f.hive.Start(f.log, ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.hive.Stop(f.log, context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return f, ctx
+}
+
 // target returns the fake target of the named reconciler, creating it.
 func (f *fixture) target(name string) *fake.Target {
 	if f.targets[name] == nil {

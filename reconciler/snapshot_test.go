@@ -1,7 +1,6 @@
 package reconciler_test
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -16,13 +15,7 @@ import (
 // date without scanning, equal a scan of the status index after every step
 // of a scenario with inserts, failures, retries, deletes and refreshes.
 func TestStatusCountsMatchIndex(t *testing.T) {
-	f := newFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := f.hive.Start(f.log, ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer f.hive.Stop(f.log, context.Background())
+	f, ctx := startFixture(t, time.Minute)
 
 	target := f.target("")
 	ops := &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }}
