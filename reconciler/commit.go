@@ -127,7 +127,7 @@ func (l *loop[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
 	wtxn := l.db.WriteTxn(l.cfg.Table)
 	defer wtxn.Abort()
 	for _, it := range job.writes {
-		it.outcome = l.writeStatus(wtxn, it, it.newStatus)
+		it.outcome = l.writeStatus(wtxn, it)
 	}
 	if ctx.Err() != nil {
 		// Stopping: write nothing after Stop.
@@ -201,14 +201,13 @@ func (l *loop[Obj]) finishItem(it *item[Obj], now time.Time) {
 		l.finishDelete(it, now)
 		return
 	case actDeferred:
-		d, _ := retryAfter(it.err)
-		l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
+		l.retryDeferred(it, now)
 		return
 	case actConfigFail:
 		l.configFailure(it, err, it.giveUp, now)
 		return
 	case actSameError:
-		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+		l.retryFailed(it, now)
 		return
 	}
 	switch it.outcome {
@@ -226,7 +225,7 @@ func (l *loop[Obj]) finishItem(it *item[Obj], now time.Time) {
 		l.status.setFailing(it.key, err.Error(), false, now)
 	default:
 		l.status.setFailing(it.key, err.Error(), false, now)
-		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+		l.retryFailed(it, now)
 	}
 }
 
@@ -261,8 +260,10 @@ const (
 	statusKeyChanged             // SetObjectStatus returned an object with another primary key
 )
 
-// writeStatus stores st in the object with a compare-and-swap.
-func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj], st Status) statusWrite {
+// writeStatus stores the item's new status in its object with a
+// compare-and-swap.
+func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj]) statusWrite {
+	st := it.newStatus
 	obj := l.cfg.SetObjectStatus(it.target, st)
 	_, _, err := l.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
 	if err == nil {
@@ -305,7 +306,7 @@ func (l *loop[Obj]) configFailure(it *item[Obj], err error, giveUp bool, now tim
 		return
 	}
 	if !giveUp {
-		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+		l.retryFailed(it, now)
 	}
 }
 
@@ -323,16 +324,28 @@ func (l *loop[Obj]) finishDelete(it *item[Obj], now time.Time) {
 		return
 	}
 	if isDeferral(it.err) {
-		d, _ := retryAfter(it.err)
-		l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
+		l.retryDeferred(it, now)
 		return
 	}
 	err, giveUp := l.failure(it)
 	l.breaker.observe(false, giveUp, err.Error(), it.failures > 0, now, l.backoff)
 	l.status.setFailing(it.key, "delete: "+err.Error(), true, now)
 	if !giveUp {
-		l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+		l.retryFailed(it, now)
 	}
+}
+
+// retryFailed schedules the retry of a failed attempt: one failure more,
+// after RetryAfter's delay or the backoff.
+func (l *loop[Obj]) retryFailed(it *item[Obj], now time.Time) {
+	l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
+}
+
+// retryDeferred schedules the retry an operation asked for with
+// RetryAfter(d, nil): not a failure, so the count stays.
+func (l *loop[Obj]) retryDeferred(it *item[Obj], now time.Time) {
+	d, _ := retryAfter(it.err)
+	l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
 }
 
 func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures int, deferred bool, due time.Time) {

@@ -195,7 +195,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		// committer when more changes wait to be picked up meanwhile.
 		committed := landed
 		landed = false
-		if l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
+		if l.readyToCommit(now, timers) {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -220,7 +220,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		}
 
 		l.dispatch()
-		if l.inline && l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, timers) {
+		if l.inline && l.readyToCommit(now, timers) {
 			// The round ran right here: commit it now, no wake-up needed.
 			if ctx.Err() != nil {
 				return nil
@@ -273,6 +273,12 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			timers.health.fired()
 		}
 	}
+}
+
+// readyToCommit reports whether finished results should be committed now
+// and a commit can take them: the committer holds fewer than maxOutJobs.
+func (l *loop[Obj]) readyToCommit(now time.Time, ts *loopTimers) bool {
+	return l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, ts)
 }
 
 // moreWaiting reports whether changes wait beyond those read: then a
