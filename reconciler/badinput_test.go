@@ -101,15 +101,11 @@ func (o *badOps) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[
 }
 
 func (o *badOps) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
-	for i := range batch {
-		batch[i].Result = o.Update(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(ctx, txn, batch, o.Update)
 }
 
 func (o *badOps) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
-	for i := range batch {
-		batch[i].Result = o.Delete(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(ctx, txn, batch, o.Delete)
 }
 
 // badHarness is a hive with one reconciler over badOps.
@@ -127,15 +123,7 @@ func startBad(t *testing.T, batch bool, edit func(*reconciler.Config[*testObject
 	t.Helper()
 	target := fake.New(wrappers)
 	ops := newBadOps(target)
-	f := newFixture(t)
-	if err := f.hive.Start(f.log, context.Background()); err != nil {
-		t.Fatalf("hive start: %s", err)
-	}
-	t.Cleanup(func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Errorf("hive stop: %s", err)
-		}
-	})
+	f, _ := startFixture(t, time.Minute)
 	f.markInit()
 	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 		RetryBackoffMin: time.Millisecond,

@@ -527,19 +527,13 @@ func (c *chaosOps) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq
 func (c *chaosOps) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
 	c.stats.ops[opUpdateBatch].Add(1)
 	c.checkStart(ctx, opUpdateBatch, "", true)
-	ctx = context.WithValue(ctx, inBatchKey{}, true)
-	for i := range batch {
-		batch[i].Result = c.Update(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(context.WithValue(ctx, inBatchKey{}, true), txn, batch, c.Update)
 }
 
 func (c *chaosOps) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
 	c.stats.ops[opDeleteBatch].Add(1)
 	c.checkStart(ctx, opDeleteBatch, "", true)
-	ctx = context.WithValue(ctx, inBatchKey{}, true)
-	for i := range batch {
-		batch[i].Result = c.Delete(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(context.WithValue(ctx, inBatchKey{}, true), txn, batch, c.Delete)
 }
 
 // chaosVersion is the per-key version the driver encodes in Value ("v7").

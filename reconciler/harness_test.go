@@ -91,14 +91,23 @@ func (o *testOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*
 }
 
 func (o *testOps) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
-	for i := range batch {
-		batch[i].Result = o.Update(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(ctx, txn, batch, o.Update)
 }
 
 func (o *testOps) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
+	eachEntry(ctx, txn, batch, o.Delete)
+}
+
+// objectOp is an Update or Delete of the tests' ops.
+type objectOp = func(context.Context, statedb.ReadTxn, statedb.Revision, *testObject) error
+
+// eachEntry is a batch operation made of a one-object one: op runs for
+// every entry in order, and its error is the entry's Result. The tests'
+// ops implement BatchOperations with it, each over its own Update and
+// Delete.
+func eachEntry(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject], op objectOp) {
 	for i := range batch {
-		batch[i].Result = o.Delete(ctx, txn, batch[i].Revision, batch[i].Object)
+		batch[i].Result = op(ctx, txn, batch[i].Revision, batch[i].Object)
 	}
 }
 
@@ -174,6 +183,20 @@ func startFixture(t *testing.T, timeout time.Duration) (*fixture, context.Contex
 		}
 	})
 	return f, ctx
+}
+
+// load inserts objs as they are (statuses included) in one transaction and
+// marks the table initialized.
+func (f *fixture) load(objs []*testObject) {
+	f.t.Helper()
+	wtxn := f.db.WriteTxn(f.table)
+	for _, obj := range objs {
+		if _, _, err := f.table.Insert(wtxn, obj); err != nil {
+			f.t.Fatalf("insert: %s", err)
+		}
+	}
+	wtxn.Commit()
+	f.markInit()
 }
 
 // target returns the fake target of the named reconciler, creating it.

@@ -107,22 +107,21 @@ func (o *stopOps) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2
 // UpdateBatch behaves as a careful batch implementation does: once its
 // context ends it starts no further entry.
 func (o *stopOps) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
-	for i := range batch {
-		if err := ctx.Err(); err != nil {
-			batch[i].Result = err
-			continue
-		}
-		batch[i].Result = o.Update(ctx, txn, batch[i].Revision, batch[i].Object)
-	}
+	eachEntry(ctx, txn, batch, unlessStopped(o.Update))
 }
 
 func (o *stopOps) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
-	for i := range batch {
+	eachEntry(ctx, txn, batch, unlessStopped(o.Delete))
+}
+
+// unlessStopped runs op only while its context lasts, and otherwise fails
+// with the context's error.
+func unlessStopped(op objectOp) objectOp {
+	return func(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, obj *testObject) error {
 		if err := ctx.Err(); err != nil {
-			batch[i].Result = err
-			continue
+			return err
 		}
-		batch[i].Result = o.Delete(ctx, txn, batch[i].Revision, batch[i].Object)
+		return op(ctx, txn, rev, obj)
 	}
 }
 
@@ -148,14 +147,7 @@ func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObj
 	if err := f.hive.Start(f.log, context.Background()); err != nil {
 		t.Fatalf("hive start: %s", err)
 	}
-	wtxn := f.db.WriteTxn(f.table)
-	for _, obj := range objs {
-		if _, _, err := f.table.Insert(wtxn, obj); err != nil {
-			t.Fatalf("insert: %s", err)
-		}
-	}
-	wtxn.Commit()
-	f.markInit()
+	f.load(objs)
 	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
 		Concurrency:      sc.concurrency,
 		OperationTimeout: sc.timeout,
@@ -493,14 +485,7 @@ func TestRestartOverErrorObjects(t *testing.T) {
 				if err := f.hive.Start(f.log, context.Background()); err != nil {
 					t.Fatalf("hive start: %s", err)
 				}
-				wtxn := f.db.WriteTxn(f.table)
-				for _, obj := range objs {
-					if _, _, err := f.table.Insert(wtxn, obj); err != nil {
-						t.Fatalf("insert: %s", err)
-					}
-				}
-				wtxn.Commit()
-				f.markInit()
+				f.load(objs)
 				r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 					RetryBackoffMin:            time.Millisecond,
 					RetryBackoffMax:            10 * time.Millisecond,
