@@ -90,7 +90,8 @@ type Config[Obj any] struct {
 	// fewer rounds. Default: 1000 rounds a second, burst 1
 	// (DefaultRoundRate). A slower limiter (say rate.Every(100ms), burst 1)
 	// debounces: the first change goes at once, later ones wait for the
-	// next round.
+	// next round. Only rounds that pick up work take a token: reading the
+	// reconciler's own status writes back never delays a user's change.
 	RoundRateLimiter *rate.Limiter
 
 	// Concurrency is the most Update/Delete operations (or batches) in

@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -68,6 +69,45 @@ func TestDebounce(t *testing.T) {
 			}
 			if n := len(ops.attempts()); n != 101 {
 				t.Fatalf("%d updates, want 101", n)
+			}
+		})
+}
+
+// TestOwnWritesSpendNoRound checks that the round limiter paces only rounds
+// with work. Every round's status writes come back through the change
+// iterator; if reading them took the limiter's token, a user's change made
+// one interval later would wait for another interval.
+func TestOwnWritesSpendNoRound(t *testing.T) {
+	const interval = 100 * time.Millisecond
+	rec := &roundRecorder{}
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.RoundRateLimiter = rate.NewLimiter(rate.Every(interval), 1)
+			cfg.Metrics = rec
+		},
+		func(f *fixture, ops *timedOps) {
+			time.Sleep(time.Second)
+			synctest.Wait()
+			rec.start = time.Now()
+
+			// A change every 1.5 intervals: each finds the limiter's token
+			// there, however the loop read the Done writes of the last.
+			for i := range 5 {
+				insert(t, f, &testObject{ID: strconv.Itoa(i), Status: reconciler.StatusPending()})
+				time.Sleep(interval * 3 / 2)
+			}
+			// Two changes within one interval: the second waits for it.
+			insert(t, f, &testObject{ID: "a", Status: reconciler.StatusPending()})
+			time.Sleep(interval / 10)
+			insert(t, f, &testObject{ID: "b", Status: reconciler.StatusPending()})
+			time.Sleep(time.Second)
+			synctest.Wait()
+
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			want := []string{"1@0s", "1@150ms", "1@300ms", "1@450ms", "1@600ms", "1@750ms", "1@850ms"}
+			if !slices.Equal(rec.rounds, want) {
+				t.Fatalf("rounds %v, want %v", rec.rounds, want)
 			}
 		})
 }

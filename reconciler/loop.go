@@ -207,14 +207,21 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		l.stepFull(now, timers)
 
 		// Pick up new work when there is room for it, pacing rounds with
-		// the round limiter.
+		// the round limiter. Only a round that picked up work takes a
+		// token: the reconciler's own status writes come back through the
+		// change iterator right after every round, and reading them must
+		// not make the user's next change wait.
 		canPull := !l.full.draining() && !l.suspended() && l.budget() > 0
 		pullNow := false
 		if canPull && (l.moreChanges || isClosed(changesWatch) || l.retryDue(now)) {
 			if d := l.roundDelay(now); d > 0 {
 				timers.round.arm(d)
 			} else {
-				changesWatch = l.pull(now)
+				var picked int
+				changesWatch, picked = l.pull(now)
+				if picked > 0 {
+					l.cfg.RoundRateLimiter.AllowN(now, 1)
+				}
 				pullNow = true
 			}
 		}
@@ -297,18 +304,16 @@ func (l *loop[Obj]) budget() int {
 	return l.cfg.RoundSize - len(l.busy) + l.outItems
 }
 
-// roundDelay reserves a round from the round limiter, or returns how long
-// to wait for one (without reserving it).
+// roundDelay returns how long until the round limiter allows a round. It
+// reserves nothing: the round takes its token once it has picked up work.
 func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 	res := l.cfg.RoundRateLimiter.ReserveN(now, 1)
 	if !res.OK() {
 		return 0 // a limiter with zero burst: do not block forever
 	}
-	if d := res.DelayFrom(now); d > 0 {
-		res.CancelAt(now)
-		return d
-	}
-	return 0
+	d := res.DelayFrom(now)
+	res.CancelAt(now)
+	return d
 }
 
 func (l *loop[Obj]) retryDue(now time.Time) bool {

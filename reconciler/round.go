@@ -9,12 +9,15 @@ import (
 // pull is the start of a round: it reads the changes since the last round,
 // in revision order and deletes included, then the retries that are due,
 // and picks up at most budget() objects in all. It returns the watch
-// channel that closes when there are further changes.
-func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
+// channel that closes when there are further changes, and how many objects
+// it picked up: a round that picked up none read only status writes (most
+// often the reconciler's own) and does not count against the round limiter.
+func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 	txn := l.db.ReadTxn()
 	l.roundTxn = txn
 	l.now = now
 	budget := l.budget()
+	picked := 0
 	// Every change this round picks up was made after floor: what it
 	// carries can be older than its revision (another reconciler's status
 	// write moves the revision of our pending request), never older than
@@ -27,6 +30,7 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 	for ch, rev := range seq {
 		l.pulledTo = rev
 		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor) {
+			picked++
 			budget--
 			if budget == 0 {
 				l.moreChanges = true
@@ -45,10 +49,11 @@ func (l *loop[Obj]) pull(now time.Time) <-chan struct{} {
 			break
 		}
 		if l.onRetry(txn, e) {
+			picked++
 			retries--
 		}
 	}
-	return watch
+	return watch, picked
 }
 
 // onChange decides what a change asks for, and reports whether it picked
