@@ -10,9 +10,13 @@ import (
 const breakerThreshold = 32
 
 // maxCanaryInterval bounds the spacing of canaries while the breaker is
-// open: a single attempt that often is cheap, and a target that comes back
-// is noticed within it.
-const maxCanaryInterval = time.Second
+// open: a single attempt that often is cheap (four a second, where the
+// held objects on their own schedules would make thousands), and a target
+// that comes back is noticed within it. Without a breaker, many failing
+// objects on jittered schedules notice a recovery within milliseconds and
+// are all through within one backoff step; a quarter of a second keeps
+// converge ahead of that.
+const maxCanaryInterval = 250 * time.Millisecond
 
 // breaker notices that the target is down for everyone (every attempt fails
 // the same way, "connection refused") and then stops hammering it: instead
@@ -74,8 +78,8 @@ func (b *breaker) allowRetries(now time.Time, budget int) int {
 	}
 	// Pace by time, not by the canary's result, which may never come
 	// back as one (the object changed meanwhile, or was deleted). One
-	// attempt a second at most costs nothing and notices a recovery
-	// within a second; the backoff spaces the first few out less.
+	// attempt per maxCanaryInterval costs nothing and notices a recovery
+	// within it; the backoff spaces the first few out less.
 	b.nextCanary = now.Add(min(b.backoff.delay(b.level), maxCanaryInterval))
 	return min(budget, 1)
 }
