@@ -199,7 +199,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			committed = l.commit(ctx, now, timers, l.moreWaiting()) || committed
+			committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
 		}
 
 		// Start, wait for or postpone a full reconciliation: it decides
@@ -232,7 +232,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			committed = l.commit(ctx, now, timers, l.moreWaiting()) || committed
+			committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
 		}
 		l.stepRefresh(ctx, now, timers)
 		if pullNow || committed || l.status.dirty {
@@ -288,12 +288,13 @@ func (l *loop[Obj]) readyToCommit(now time.Time, ts *loopTimers) bool {
 	return l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, ts)
 }
 
-// moreWaiting reports whether changes wait beyond those read: then a
-// commit's writes go to the committer while the loop reads them. (The
-// change iterator's watch channel cannot tell: it comes back closed after
-// every read that found changes.)
-func (l *loop[Obj]) moreWaiting() bool {
-	return l.moreChanges || l.cfg.Table.Revision(l.db.ReadTxn()) > l.pulledTo
+// moreWaiting reports whether work waits beyond what was picked up:
+// changes not read yet, or retries due (a recovered target releases all
+// the retries it held at once). Then a commit's writes go to the committer
+// while the loop picks that work up. (The change iterator's watch channel
+// cannot tell: it comes back closed after every read that found changes.)
+func (l *loop[Obj]) moreWaiting(now time.Time) bool {
+	return l.moreChanges || l.retryDue(now) || l.cfg.Table.Revision(l.db.ReadTxn()) > l.pulledTo
 }
 
 // budget is how many more objects may be picked up now: RoundSize less
