@@ -102,6 +102,13 @@ type loop[Obj comparable] struct {
 	inline bool
 	// ctx is the run's context, for operations run inline.
 	ctx context.Context
+	// changesWatch closes when the table has changes not read yet;
+	// initWatch when the table is initialized.
+	changesWatch <-chan struct{}
+	initWatch    <-chan struct{}
+	// landedNow is set when a commit's writes came back from the
+	// committer, so that the next step reports.
+	landedNow bool
 	// free holds committed items for reuse: one fewer allocation per
 	// object.
 	free []*item[Obj]
@@ -153,6 +160,22 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *loop[Obj]) run(ctx context.Context) error {
+	if err := l.start(ctx); err != nil {
+		return err
+	}
+	defer l.stop()
+	timers := newLoopTimers()
+	defer timers.stop()
+	for {
+		now := time.Now()
+		if !l.step(ctx, now, timers) || !l.sleep(ctx, now, timers) {
+			return nil
+		}
+	}
+}
+
+// start opens the change iterator and starts the workers and the committer.
+func (l *loop[Obj]) start(ctx context.Context) error {
 	wtxn := l.db.WriteTxn(l.cfg.Table)
 	changes, err := l.cfg.Table.Changes(wtxn)
 	txn := wtxn.Commit()
@@ -160,11 +183,9 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		return fmt.Errorf("watching %s for changes: %w", l.cfg.Table.Name(), err)
 	}
 	l.changes = changes
-	defer changes.Close()
 	l.startRev = l.cfg.Table.Revision(txn)
-
-	_, initWatch := l.cfg.Table.Initialized(txn)
-	var changesWatch <-chan struct{} = closedCh
+	_, l.initWatch = l.cfg.Table.Initialized(txn)
+	l.changesWatch = closedCh
 
 	l.ctx = ctx
 	if !l.inline {
@@ -175,111 +196,125 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	}
 	l.wg.Add(1)
 	go l.committer(ctx)
-	defer func() {
-		// Workers drop what they have not started (ctx is done) and the
-		// running operations see a cancelled context. A write out on the
-		// committer is aborted. Nothing is committed any more.
-		close(l.work)
-		close(l.toCommitter)
-		l.wg.Wait()
-	}()
+	return nil
+}
 
-	timers := newLoopTimers()
-	defer timers.stop()
+// stop ends the workers and the committer. Workers drop what they have not
+// started (ctx is done) and the running operations see a cancelled
+// context. A write out on the committer is aborted. Nothing is committed
+// any more.
+func (l *loop[Obj]) stop() {
+	close(l.work)
+	close(l.toCommitter)
+	l.wg.Wait()
+	l.changes.Close()
+}
 
-	landed := false // a commit's writes came back from the committer
-	for {
-		now := time.Now()
-
-		// Commit what the workers finished: the writes go out to the
-		// committer when more changes wait to be picked up meanwhile.
-		committed := landed
-		landed = false
-		if l.readyToCommit(now, timers) {
-			if ctx.Err() != nil {
-				return nil
-			}
-			committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
+// step does what the loop can do now: commit, full reconciliation, a
+// round, refresh and the report. It returns false when stopping.
+func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers) bool {
+	// Commit what the workers finished: the writes go out to the
+	// committer when more work waits to be picked up meanwhile.
+	committed := l.landedNow
+	l.landedNow = false
+	if l.readyToCommit(now, timers) {
+		if ctx.Err() != nil {
+			return false
 		}
-
-		// Start, wait for or postpone a full reconciliation: it decides
-		// whether new work may be picked up.
-		l.stepFull(now, timers)
-
-		// Pick up new work when there is room for it, pacing rounds with
-		// the round limiter. Only a round that picked up work takes a
-		// token: the reconciler's own status writes come back through the
-		// change iterator right after every round, and reading them must
-		// not make the user's next change wait.
-		canPull := !l.full.draining() && !l.suspended() && l.budget() > 0
-		pullNow := false
-		if canPull && (l.moreChanges || isClosed(changesWatch) || l.retryDue(now)) {
-			if d := l.roundDelay(now); d > 0 {
-				timers.round.arm(d)
-			} else {
-				var picked int
-				changesWatch, picked = l.pull(now)
-				if picked > 0 {
-					l.cfg.RoundRateLimiter.AllowN(now, 1)
-				}
-				pullNow = true
-			}
-		}
-
-		l.dispatch()
-		if l.inline && l.readyToCommit(now, timers) {
-			// The round ran right here: commit it now, no wake-up needed.
-			if ctx.Err() != nil {
-				return nil
-			}
-			committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
-		}
-		l.stepRefresh(ctx, now, timers)
-		if pullNow || committed || l.status.dirty {
-			l.report(now, timers)
-		}
-
-		// Sleep until something happens.
-		var changesCh <-chan struct{}
-		if canPull && !timers.round.armed {
-			changesCh = changesWatch
-		}
-		if next, ok := l.retries.next(); ok && canPull && !timers.round.armed {
-			timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
-		}
-		var initCh <-chan struct{}
-		if !l.initialized {
-			initCh = initWatch
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-changesCh:
-		case <-initCh:
-			l.initialized = true
-		case <-l.triggerFull:
-			l.full.wanted = true
-		case <-l.results.notify:
-		case job := <-l.fromCommitter:
-			l.landed(job, timers)
-			landed = true
-		case <-l.wake:
-			l.status.dirty = true
-		case <-timers.round.c():
-			timers.round.fired()
-		case <-timers.retry.c():
-			timers.retry.fired()
-		case <-timers.commit.c():
-			timers.commit.fired()
-		case <-timers.full.c():
-			timers.full.fired()
-			l.full.wanted = true
-		case <-timers.refresh.c():
-			timers.refresh.fired()
-		case <-timers.health.c():
-			timers.health.fired()
-		}
+		committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
 	}
+
+	// Start, wait for or postpone a full reconciliation: it decides
+	// whether new work may be picked up.
+	l.stepFull(now, timers)
+
+	pulled := l.stepRound(now, timers)
+	l.dispatch()
+	if l.inline && l.readyToCommit(now, timers) {
+		// The round ran right here: commit it now, no wake-up needed.
+		if ctx.Err() != nil {
+			return false
+		}
+		committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
+	}
+	l.stepRefresh(ctx, now, timers)
+	if pulled || committed || l.status.dirty {
+		l.report(now, timers)
+	}
+	return true
+}
+
+// canPull reports whether new work may be picked up: no full
+// reconciliation is draining the operations, not suspended, and there is
+// room in the round.
+func (l *loop[Obj]) canPull() bool {
+	return !l.full.draining() && !l.suspended() && l.budget() > 0
+}
+
+// stepRound picks up new work when there is room for it and something
+// waits, pacing rounds with the round limiter. Only a round that picked up
+// work takes a token: the reconciler's own status writes come back
+// through the change iterator right after every round, and reading them
+// must not make the user's next change wait. It reports whether it read.
+func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
+	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) {
+		return false
+	}
+	if d := l.roundDelay(now); d > 0 {
+		timers.round.arm(d)
+		return false
+	}
+	var picked int
+	l.changesWatch, picked = l.pull(now)
+	if picked > 0 {
+		l.cfg.RoundRateLimiter.AllowN(now, 1)
+	}
+	return true
+}
+
+// sleep waits until something happens. It returns false when stopping.
+func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers) bool {
+	canPull := l.canPull()
+	var changesCh <-chan struct{}
+	if canPull && !timers.round.armed {
+		changesCh = l.changesWatch
+	}
+	if next, ok := l.retries.next(); ok && canPull && !timers.round.armed {
+		timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
+	}
+	var initCh <-chan struct{}
+	if !l.initialized {
+		initCh = l.initWatch
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-changesCh:
+	case <-initCh:
+		l.initialized = true
+	case <-l.triggerFull:
+		l.full.wanted = true
+	case <-l.results.notify:
+	case job := <-l.fromCommitter:
+		l.landed(job, timers)
+		l.landedNow = true
+	case <-l.wake:
+		l.status.dirty = true
+	case <-timers.round.c():
+		timers.round.fired()
+	case <-timers.retry.c():
+		timers.retry.fired()
+	case <-timers.commit.c():
+		timers.commit.fired()
+	case <-timers.refresh.c():
+		timers.refresh.fired()
+	case <-timers.health.c():
+		timers.health.fired()
+	case <-timers.full.c():
+		timers.full.fired()
+		l.full.wanted = true
+	}
+	return true
 }
 
 // readyToCommit reports whether finished results should be committed now
