@@ -120,14 +120,14 @@ func (l *loop[Obj]) planItem(job *commitJob[Obj], it *item[Obj]) {
 // committer goroutine: it reads the items' objects and status and sets
 // their outcome, fields the loop leaves alone while the items are busy,
 // and touches no other state of the loop.
-func (l *loop[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
+func (r *reconciler[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
 	if len(job.writes) == 0 {
 		return
 	}
-	wtxn := l.db.WriteTxn(l.cfg.Table)
+	wtxn := r.db.WriteTxn(r.cfg.Table)
 	defer wtxn.Abort()
 	for _, it := range job.writes {
-		it.outcome = l.writeStatus(wtxn, it)
+		it.outcome = r.writeStatus(wtxn, it)
 	}
 	if ctx.Err() != nil {
 		// Stopping: write nothing after Stop.
@@ -262,31 +262,31 @@ const (
 
 // writeStatus stores the item's new status in its object with a
 // compare-and-swap.
-func (l *loop[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj]) statusWrite {
+func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj]) statusWrite {
 	st := it.newStatus
-	obj := l.cfg.SetObjectStatus(it.target, st)
-	_, _, err := l.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
+	obj := r.cfg.SetObjectStatus(it.target, st)
+	_, _, err := r.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
 	if err == nil {
 		// Revisions are unique across the table, so the swap can only
 		// have matched this very object: the key is unchanged.
 		return statusLanded
 	}
-	if l.keyOf(obj) != it.key {
+	if r.keyOf(obj) != it.key {
 		return statusKeyChanged
 	}
 	if !errors.Is(err, statedb.ErrRevisionNotEqual) {
 		return statusStale // deleted meanwhile: the delete follows
 	}
-	cur, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(it.obj))
+	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(it.obj))
 	if !found {
 		return statusStale
 	}
-	cs := l.cfg.GetObjectStatus(cur)
+	cs := r.cfg.GetObjectStatus(cur)
 	if it.status.ID == 0 || cs.ID != it.status.ID || cs.Kind != it.status.Kind {
 		return statusStale // a new request: its revision will be reconciled
 	}
-	merged := l.cfg.SetObjectStatus(l.cfg.CloneObject(cur), st)
-	if _, _, err = l.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
+	merged := r.cfg.SetObjectStatus(r.cfg.CloneObject(cur), st)
+	if _, _, err = r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
 		return statusStale
 	}
 	return statusLanded

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -116,9 +115,6 @@ type loop[Obj comparable] struct {
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
 
-	// pointerObjects is set when Obj is a pointer type, where a clone that
-	// equals its original is the original itself.
-	pointerObjects bool
 	// startRev is the table's revision when this run began: an Error
 	// status at or below it was left by an earlier run, whose retry queue
 	// is gone.
@@ -150,9 +146,8 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 		toCommitter:   make(chan *commitJob[Obj], maxOutJobs),
 		fromCommitter: make(chan *commitJob[Obj], maxOutJobs),
 
-		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
-		inline:         r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
-		nopMetrics:     r.metrics == ReconcilerMetrics(NopMetrics{}),
+		inline:     r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
+		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync/atomic"
 	"unsafe"
 
@@ -33,6 +34,10 @@ type reconciler[Obj comparable] struct {
 
 	// snapshot is the latest StatusSnapshot, published by the loop.
 	snapshot atomic.Pointer[StatusSnapshot]
+
+	// pointerObjects is set when Obj is a pointer type, where a clone that
+	// equals its original is the original itself.
+	pointerObjects bool
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
@@ -73,6 +78,8 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		progress:    newProgress(),
 		triggerFull: make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
+
+		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 	}
 	r.paused.Store(cfg.StartSuspended)
 	if p.Registry != nil {

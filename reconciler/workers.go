@@ -183,6 +183,13 @@ func (l *loop[Obj]) worker(ctx context.Context) {
 	}
 }
 
+// overrunner is told when an operation runs past its deadline: the
+// per-object loop hands the worker's place over, the whole-set loop
+// reports the Sync as overdue.
+type overrunner interface {
+	overrun(parent context.Context, w *workerState)
+}
+
 // workerState tells a worker whether it gave its place away.
 type workerState struct {
 	handedOff bool
@@ -215,7 +222,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 	case OpUpdate, OpDelete:
 		it := t.one
 		start := l.clock()
-		it.err = l.call(ctx, w, t.op, it.key, it.failures, func(ctx context.Context) error {
+		it.err = l.call(ctx, l, w, t.op, it.key, it.failures, func(ctx context.Context) error {
 			target, err := l.clone(it.obj)
 			if err != nil {
 				return err
@@ -234,7 +241,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 		start := time.Now()
 		entries := make([]BatchEntry[Obj], 0, len(t.batch))
 		in := make([]*item[Obj], 0, len(t.batch)) // the items in entries
-		err := l.call(ctx, w, t.op, "", 0, func(ctx context.Context) error {
+		err := l.call(ctx, l, w, t.op, "", 0, func(ctx context.Context) error {
 			for _, it := range t.batch {
 				target, err := l.clone(it.obj)
 				if err != nil {
@@ -276,7 +283,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 
 	case OpPrune:
 		start := time.Now()
-		t.err = l.call(ctx, w, OpPrune, "", 0, func(ctx context.Context) error {
+		t.err = l.call(ctx, l, w, OpPrune, "", 0, func(ctx context.Context) error {
 			return ops.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
 		})
 		t.dur = time.Since(start)
@@ -287,16 +294,16 @@ func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
 // call runs one operation with the operation timeout and turns a panic into
 // an error wrapping ErrPanic. The stack is logged when a key first panics
 // (failures == 0), not on every retry.
-func (l *loop[Obj]) call(ctx context.Context, w *workerState, op Op, key string, failures int, fn func(context.Context) error) (err error) {
-	if l.cfg.OperationTimeout > 0 {
+func (r *reconciler[Obj]) call(ctx context.Context, or overrunner, w *workerState, op Op, key string, failures int, fn func(context.Context) error) (err error) {
+	if r.cfg.OperationTimeout > 0 {
 		parent := ctx
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.cfg.OperationTimeout)
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.OperationTimeout)
 		defer cancel()
 		decided := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			defer close(decided)
-			l.overrun(parent, w)
+			or.overrun(parent, w)
 		})
 		defer func() {
 			if !stop() {
@@ -308,14 +315,14 @@ func (l *loop[Obj]) call(ctx context.Context, w *workerState, op Op, key string,
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %s: %v", ErrPanic, op, p)
 			if failures == 0 {
-				l.log.Error("Operation panicked; recovered, the object will be retried",
+				r.log.Error("Operation panicked; recovered, the object will be retried",
 					"op", op, "key", key, "panic", p, "stack", string(debug.Stack()))
 			}
 		}
 	}()
 	err = safeErr(op, fn(ctx))
-	if err != nil && l.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("%w after %s: %s: %w", ErrTimeout, l.cfg.OperationTimeout, op, err)
+	if err != nil && r.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("%w after %s: %s: %w", ErrTimeout, r.cfg.OperationTimeout, op, err)
 	}
 	return err
 }
@@ -360,9 +367,9 @@ func safeErr(op Op, err error) (out error) {
 // clone copies obj for an operation. A CloneObject that returns the object
 // itself (for pointer types) would let the operation and the status write
 // mutate an object the table's snapshots share: refuse it.
-func (l *loop[Obj]) clone(obj Obj) (Obj, error) {
-	c := l.cfg.CloneObject(obj)
-	if l.pointerObjects && c == obj {
+func (r *reconciler[Obj]) clone(obj Obj) (Obj, error) {
+	c := r.cfg.CloneObject(obj)
+	if r.pointerObjects && c == obj {
 		var zero Obj
 		return zero, fmt.Errorf("%w: Config.CloneObject returned the object itself; it must return a copy", ErrInvalidConfig)
 	}
@@ -372,7 +379,7 @@ func (l *loop[Obj]) clone(obj Obj) (Obj, error) {
 // classify maps an operation's error to its metrics result. failures is
 // the object's consecutive failures before this attempt, or -1 for a prune,
 // which has no retry budget.
-func (l *loop[Obj]) classify(err error, failures int) Result {
+func (r *reconciler[Obj]) classify(err error, failures int) Result {
 	switch {
 	case err == nil:
 		return ResultOK
@@ -384,7 +391,7 @@ func (l *loop[Obj]) classify(err error, failures int) Result {
 		return ResultPanic
 	case IsPermanent(err):
 		return ResultPermanent
-	case l.cfg.MaxRetries > 0 && failures >= 0 && failures+1 >= l.cfg.MaxRetries:
+	case r.cfg.MaxRetries > 0 && failures >= 0 && failures+1 >= r.cfg.MaxRetries:
 		return ResultExhausted
 	case errors.Is(err, ErrTimeout):
 		return ResultTimeout
