@@ -87,7 +87,7 @@ func (l *loop[Obj]) planItem(job *commitJob[Obj], it *item[Obj]) {
 		return
 	}
 	if err != nil {
-		err, it.giveUp = l.failure(it)
+		err, it.giveUp = l.failure(it.err, it.failures)
 	}
 	it.statusErr = err
 	if !it.cloned {
@@ -229,15 +229,15 @@ func (l *loop[Obj]) finishItem(it *item[Obj], now time.Time) {
 	}
 }
 
-// failure wraps an item's error for its status and reports whether the
-// object is given up on (Permanent, or MaxRetries spent).
-func (l *loop[Obj]) failure(it *item[Obj]) (error, bool) {
-	err := it.err
+// failure wraps the error of an attempt after failures earlier ones for
+// the status, and reports whether the object is given up on (Permanent, a
+// misconfiguration, or MaxRetries spent).
+func (r *reconciler[Obj]) failure(err error, failures int) (error, bool) {
 	if IsPermanent(err) || errors.Is(err, ErrInvalidConfig) {
 		return err, true
 	}
-	if l.cfg.MaxRetries > 0 && it.failures+1 >= l.cfg.MaxRetries {
-		return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, it.failures+1, err), true
+	if r.cfg.MaxRetries > 0 && failures+1 >= r.cfg.MaxRetries {
+		return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, failures+1, err), true
 	}
 	return err, false
 }
@@ -327,7 +327,7 @@ func (l *loop[Obj]) finishDelete(it *item[Obj], now time.Time) {
 		l.retryDeferred(it, now)
 		return
 	}
-	err, giveUp := l.failure(it)
+	err, giveUp := l.failure(it.err, it.failures)
 	l.breaker.observe(false, giveUp, err.Error(), it.failures > 0, now, l.backoff)
 	l.status.setFailing(it.key, "delete: "+err.Error(), true, now)
 	if !giveUp {

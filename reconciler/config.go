@@ -67,12 +67,28 @@ type Config[Obj any] struct {
 	// (for pointer types) corrupts the table's snapshots.
 	CloneObject func(Obj) Obj
 
-	// Operations make the target match the table. Required.
+	// Operations make a per-object target match the table, one object (or
+	// with BatchOperations one round) at a time. Exactly one of Operations
+	// and SyncOperations is required.
 	Operations Operations[Obj]
 
 	// BatchOperations, if set, are used instead of Operations.Update and
 	// Operations.Delete: one call per round for updates, one for deletes.
+	// Not with SyncOperations.
 	BatchOperations BatchOperations[Obj]
+
+	// SyncOperations make a whole-set target match the table: each Sync is
+	// given the entire desired set from one snapshot (see SyncOperations).
+	// With them, Concurrency, RoundRateLimiter, RefreshInterval and
+	// RefreshRateLimiter do not apply (one Sync runs at a time, SyncDebounce
+	// paces them, and every Sync repairs drift) and must be left zero;
+	// RoundSize bounds the status writes per write transaction.
+	SyncOperations SyncOperations[Obj]
+
+	// SyncDebounce says when a Sync runs after changes. Default: a trailing
+	// quiet period of 100ms, at most 1s in all (see Debounce). Only with
+	// SyncOperations.
+	SyncDebounce Debounce
 
 	// Name tells reconcilers of one module apart in metrics, job names,
 	// health and script commands. Optional when a module has one
@@ -155,6 +171,7 @@ func (cfg Config[Obj]) withDefaults() Config[Obj] {
 	if cfg.RoundSize == 0 {
 		cfg.RoundSize = DefaultRoundSize
 	}
+	cfg.SyncDebounce = cfg.SyncDebounce.withDefaults()
 	if cfg.RoundRateLimiter == nil {
 		cfg.RoundRateLimiter = rate.NewLimiter(DefaultRoundRate, 1)
 	}
@@ -182,6 +199,32 @@ func (cfg Config[Obj]) withDefaults() Config[Obj] {
 	return cfg
 }
 
+// validateShape checks, before the defaults are filled in, that exactly one
+// shape of operations is given and nothing that only the other shape uses.
+func (cfg Config[Obj]) validateShape() error {
+	bad := func(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidConfig, msg) }
+	switch {
+	case cfg.Operations == nil && cfg.SyncOperations == nil:
+		return bad("Config.Operations (per object) or Config.SyncOperations (whole set) is required")
+	case cfg.Operations != nil && cfg.SyncOperations != nil:
+		return bad("Config.Operations and Config.SyncOperations are exclusive: set one")
+	case cfg.SyncOperations == nil:
+		if cfg.SyncDebounce != (Debounce{}) {
+			return bad("Config.SyncDebounce applies only with Config.SyncOperations")
+		}
+		return nil
+	case cfg.BatchOperations != nil:
+		return bad("Config.BatchOperations cannot be used with Config.SyncOperations")
+	case cfg.Concurrency > 1:
+		return bad("Config.Concurrency does not apply with Config.SyncOperations: one Sync runs at a time")
+	case cfg.RoundRateLimiter != nil:
+		return bad("Config.RoundRateLimiter does not apply with Config.SyncOperations: use Config.SyncDebounce")
+	case (cfg.RefreshInterval != 0 && cfg.RefreshInterval != Off) || cfg.RefreshRateLimiter != nil:
+		return bad("Config.RefreshInterval and Config.RefreshRateLimiter do not apply with Config.SyncOperations: every Sync repairs drift")
+	}
+	return cfg.SyncDebounce.withDefaults().validate()
+}
+
 // validate checks a Config that has been through withDefaults.
 func (cfg Config[Obj]) validate() error {
 	bad := func(format string, args ...any) error {
@@ -196,8 +239,6 @@ func (cfg Config[Obj]) validate() error {
 		return bad("Config.SetObjectStatus is required")
 	case cfg.CloneObject == nil:
 		return bad("Config.CloneObject is required")
-	case cfg.Operations == nil:
-		return bad("Config.Operations is required")
 	case cfg.RoundSize < 0:
 		return bad("Config.RoundSize must not be negative, got %d", cfg.RoundSize)
 	case cfg.Concurrency < 0:

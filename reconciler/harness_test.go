@@ -229,6 +229,10 @@ func startFlags(fs *pflag.FlagSet) {
 	fs.Duration("backoff", 10*time.Millisecond, "Config.RetryBackoffMin")
 	fs.Duration("backoff-max", 50*time.Millisecond, "Config.RetryBackoffMax")
 	fs.Bool("suspended", false, "Config.StartSuspended")
+	fs.Bool("sync", false, "whole-set: SyncOperations instead of Operations")
+	fs.Duration("quiet", 0, "with --sync: Config.SyncDebounce.Quiet")
+	fs.Duration("max-wait", 0, "with --sync: Config.SyncDebounce.MaxWait")
+	fs.Duration("refractory", 0, "with --sync: Config.SyncDebounce.Refractory")
 }
 
 func (f *fixture) start(s *script.State) error {
@@ -273,6 +277,9 @@ func (f *fixture) start(s *script.State) error {
 	}
 	if batch {
 		cfg.BatchOperations = ops
+	}
+	if sync, _ := s.Flags.GetBool("sync"); sync {
+		syncShape(s, &cfg, f.target(name))
 	}
 	r, err := reconciler.New(cfg, f.params)
 	if err != nil {

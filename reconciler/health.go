@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 )
 
@@ -137,7 +138,7 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		txn = l.db.ReadTxn()
 	}
 	objects := l.cfg.Table.NumObjects(txn)
-	l.reportHealth(now, objects, ts)
+	l.status.report(l.health, now, objects, l.suspended(), wholeError{op: "prune", err: l.full.lastErr}, &ts.health)
 
 	b := l.scanBusy(now)
 	l.metrics.Gauges(Gauges{
@@ -217,39 +218,49 @@ const (
 	healthCheapFailing   = 1000 // below this, rebuild at once
 )
 
-func (l *loop[Obj]) reportHealth(now time.Time, objects int, ts *loopTimers) {
-	h := &l.status
+// wholeError is an error of the whole target rather than of one object:
+// the last prune's, or the last Sync's.
+type wholeError struct {
+	op  string // "prune", "sync"
+	err error
+}
+
+// report publishes health: Degraded with the first errors while objects
+// fail or the whole target does, else OK (or Suspended) with the count.
+// While many objects fail, a changed Degraded report is rebuilt at most
+// every healthRecomputeEvery: later fires when it is due.
+func (h *healthState) report(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer) {
 	var msg string
 	var err error
 	switch {
-	case len(h.failing) > 0 || l.full.lastErr != nil:
+	case len(h.failing) > 0 || whole.err != nil:
 		wasDegraded := strings.HasPrefix(h.last, "Degraded")
 		if wasDegraded && h.dirty && len(h.failing) > healthCheapFailing {
 			if wait := healthRecomputeEvery - now.Sub(h.lastDegraded); wait > 0 {
-				ts.health.arm(wait) // report the change a little later
+				later.arm(wait) // report the change a little later
 				return
 			}
 		}
 		if h.dirty || !wasDegraded {
 			h.lastDegraded = now
 			errs := h.firstErrors(maxHealthErrors)
-			if l.full.lastErr != nil {
-				errs = append([]error{fmt.Errorf("prune: %w", l.full.lastErr)}, errs...)
+			if whole.err != nil {
+				errs = append([]error{fmt.Errorf("%s: %w", whole.op, whole.err)}, errs...)
 			}
 			if more := len(h.failing) - min(len(h.failing), maxHealthErrors); more > 0 {
 				errs = append(errs, fmt.Errorf("and %d more", more))
 			}
 			err = errors.Join(errs...)
 			msg = fmt.Sprintf("Degraded: %d object(s) failing", len(h.failing))
-			if l.full.lastErr != nil {
-				msg += ", prune failed"
+			if whole.err != nil {
+				msg += ", " + whole.op + " failed"
 			}
 			h.dirty = false
 			h.last = msg
-			l.health.Degraded(msg[len("Degraded: "):], err)
+			health.Degraded(msg[len("Degraded: "):], err)
 		}
 		return
-	case l.suspended():
+	case suspended:
 		msg = fmt.Sprintf("Suspended, %d object(s)", objects)
 	default:
 		msg = fmt.Sprintf("OK, %d object(s)", objects)
@@ -257,6 +268,6 @@ func (l *loop[Obj]) reportHealth(now time.Time, objects int, ts *loopTimers) {
 	h.dirty = false
 	if msg != h.last {
 		h.last = msg
-		l.health.OK(msg)
+		health.OK(msg)
 	}
 }

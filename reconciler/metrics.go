@@ -19,11 +19,12 @@ const (
 	OpPrune       Op = "prune"
 	OpUpdateBatch Op = "update-batch"
 	OpDeleteBatch Op = "delete-batch"
+	OpSync        Op = "sync" // a whole-set Sync (SyncOperations)
 )
 
 // Ops lists every Op, so implementations can pre-create their series. Do
 // not modify it.
-var Ops = []Op{OpUpdate, OpDelete, OpPrune, OpUpdateBatch, OpDeleteBatch}
+var Ops = []Op{OpUpdate, OpDelete, OpPrune, OpUpdateBatch, OpDeleteBatch, OpSync}
 
 // Result is the outcome of one operation (or one object of a batch) in
 // metrics.
@@ -76,7 +77,11 @@ type ReconcilerMetrics interface {
 	// single-object operations and the number of desired objects for
 	// prune. For a batch, result is ResultOK when every entry succeeded and
 	// the worst entry's result otherwise, and objects is 0: its entries are
-	// reported by BatchEntries, each with its own result.
+	// reported by BatchEntries, each with its own result. A whole-set
+	// Sync is reported like a batch: result is that of the Sync as a whole
+	// (ResultOK when it applied the set, even if it failed some objects),
+	// objects is 0, and BatchEntries counts the objects it covered that
+	// asked for work.
 	Operation(op Op, result Result, objects int, d time.Duration)
 
 	// BatchEntries is called after a batch's Operation, once per result

@@ -46,6 +46,9 @@ var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
 // p.JobGroup; the loop starts with the hive. It fails, with an error that
 // wraps ErrInvalidConfig and names the field, when cfg is not usable.
 func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
+	if err := cfg.validateShape(); err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -154,8 +157,11 @@ func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
 	return r.WaitUntilSettled(ctx, r.cfg.Table.Revision(r.db.ReadTxn()))
 }
 
-// run is the job: it runs the loop until ctx ends.
+// run is the job: it runs the loop of the target's shape until ctx ends.
 func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
+	if r.cfg.SyncOperations != nil {
+		return newSyncLoop(r, health).run(ctx)
+	}
 	return newLoop(r, health).run(ctx)
 }
 

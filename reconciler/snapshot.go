@@ -95,25 +95,30 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 	}
 }
 
-// publishSnapshot takes the snapshot after a round.
-func (l *loop[Obj]) publishSnapshot(now time.Time, objects int, b busyScan) {
-	h := &l.status
-	s := &StatusSnapshot{
-		Module:         l.id.ModuleID,
-		Name:           l.cfg.Name,
-		Table:          l.cfg.Table.Name(),
+// baseSnapshot is a snapshot with what every loop reports alike filled in.
+func (r *reconciler[Obj]) baseSnapshot(now time.Time, h *healthState, initialized bool) *StatusSnapshot {
+	return &StatusSnapshot{
+		Module:         r.id.ModuleID,
+		Name:           r.cfg.Name,
+		Table:          r.cfg.Table.Name(),
 		FailingDeletes: h.failingDeletes,
-		Retries:        l.retries.len(),
-		Waiting:        len(l.busy),
-		InFlight:       b.inFlight,
-		OldestWaiting:  b.oldest,
-		LastRound:      l.lastRound,
-		LastFull:       l.lastFull,
-		Suspended:      l.suspended(),
-		Initialized:    l.initialized,
+		Suspended:      r.suspended(),
+		Initialized:    initialized,
 		RecentErrors:   h.recent.list(),
 		UpdatedAt:      now,
 	}
+}
+
+// publishSnapshot takes the snapshot after a round.
+func (l *loop[Obj]) publishSnapshot(now time.Time, objects int, b busyScan) {
+	h := &l.status
+	s := l.baseSnapshot(now, h, l.initialized)
+	s.Retries = l.retries.len()
+	s.Waiting = len(l.busy)
+	s.InFlight = b.inFlight
+	s.OldestWaiting = b.oldest
+	s.LastRound = l.lastRound
+	s.LastFull = l.lastFull
 	if next, ok := l.retries.next(); ok {
 		s.NextRetry = next
 	}

@@ -299,3 +299,57 @@ func (t *Target) WaitHistory(ctx context.Context, want []string) ([]string, erro
 		}
 	}
 }
+
+// Sync makes the target hold exactly desired, at once: a whole-set
+// target. Faults programmed for "sync" (or "*") fail the whole Sync, which
+// then changes nothing. A fault programmed for a key makes the Sync skip
+// that key, as a renderer skips an invalid object: the key keeps what it
+// held, and its error (Permanent for ModePermanent) is in failed.
+func (t *Target) Sync(ctx context.Context, desired map[string]string) (failed map[string]error, err error) {
+	failed = t.keyFaults(desired)
+	entry := fmt.Sprintf("sync(n=%d)", len(desired))
+	err = t.run(ctx, "sync", entry, func() {
+		for k := range t.state {
+			if _, ok := desired[k]; !ok && failed[k] == nil {
+				delete(t.state, k)
+			}
+		}
+		for k, v := range desired {
+			if failed[k] == nil {
+				t.state[k] = v
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return failed, nil
+}
+
+// keyFaults returns the errors of the keys of desired with a fault of
+// their own, using up a counted fault's count.
+func (t *Target) keyFaults(desired map[string]string) map[string]error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var failed map[string]error
+	for k := range desired {
+		f := t.faults[k]
+		if f == nil {
+			continue
+		}
+		if failed == nil {
+			failed = map[string]error{}
+		}
+		err := fmt.Errorf("sync(%s): invalid", k)
+		if f.Mode == ModePermanent {
+			err = t.wrap.Permanent(err)
+		}
+		failed[k] = err
+		if f.Count > 0 {
+			if f.Count--; f.Count == 0 {
+				delete(t.faults, k)
+			}
+		}
+	}
+	return failed
+}
