@@ -74,6 +74,7 @@ type chaosConfig struct {
 	name        string
 	concurrency int
 	batch       bool
+	sync        bool // whole set: SyncOperations
 }
 
 var chaosConfigs = []chaosConfig{
@@ -81,6 +82,7 @@ var chaosConfigs = []chaosConfig{
 	{name: "c16", concurrency: 16},
 	{name: "batch-c1", concurrency: 1, batch: true},
 	{name: "batch-c16", concurrency: 16, batch: true},
+	{name: "sync", sync: true},
 }
 
 // chaosCISeeds run on every `go test`: each under every configuration.
@@ -217,10 +219,11 @@ const (
 	opPrune
 	opUpdateBatch
 	opDeleteBatch
+	opSync
 	numOpKinds
 )
 
-var opNames = [numOpKinds]string{"update", "delete", "prune", "update-batch", "delete-batch"}
+var opNames = [numOpKinds]string{"update", "delete", "prune", "update-batch", "delete-batch", "sync"}
 
 // chaosStats are the counters of one run, or of all runs together.
 type chaosStats struct {
@@ -370,7 +373,7 @@ func (c *chaosOps) begin(ctx context.Context, op opKind, key string) (faultKind,
 		}
 	}
 	c.running[key]++
-	if op != opPrune {
+	if op != opPrune && op != opSync { // the driver changes object keys only
 		c.recent[c.recentNext%len(c.recent)] = key
 		c.recentNext++
 	}
@@ -391,7 +394,7 @@ func (c *chaosOps) busyKey(pick uint64) string {
 	defer c.mu.Unlock()
 	var running []string
 	for key, n := range c.running {
-		if n > 0 && key != "prune" {
+		if n > 0 && key != "prune" && key != "sync" {
 			running = append(running, key)
 		}
 	}
@@ -481,7 +484,8 @@ func (c *chaosOps) do(ctx context.Context, op opKind, key string, version int, c
 	err = call(ctx)
 	if err == nil {
 		c.apply(op, key, version)
-		if op == opPrune {
+		if op == opPrune || op == opSync {
+			// A Sync, like a prune, removes what is not desired.
 			c.mu.Lock()
 			c.prunesOK++
 			close(c.pruned)
@@ -706,6 +710,9 @@ func (c *chaosRun) startHive() {
 		})
 		if c.cc.batch {
 			cfg.BatchOperations = c.ops
+		}
+		if c.cc.sync {
+			syncChaosConfig(&cfg, c.ops)
 		}
 		r, err := reconciler.New(cfg, f.params)
 		if err != nil {

@@ -18,6 +18,16 @@ type testSyncOps struct {
 }
 
 func (o *testSyncOps) Sync(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*testObject, statedb.Revision], _ iter.Seq[reconciler.Change[*testObject]]) error {
+	objs, failed, err := o.sync(ctx, desired)
+	if err != nil {
+		return err
+	}
+	return failObjects(objs, failed)
+}
+
+// sync hands the desired set to the target; it returns the objects by key
+// and the keys the target skipped.
+func (o *testSyncOps) sync(ctx context.Context, desired iter.Seq2[*testObject, statedb.Revision]) (map[string]*testObject, map[string]error, error) {
 	want := map[string]string{}
 	objs := map[string]*testObject{}
 	for obj := range desired {
@@ -25,9 +35,11 @@ func (o *testSyncOps) Sync(ctx context.Context, _ statedb.ReadTxn, desired iter.
 		objs[obj.ID] = obj
 	}
 	failed, err := o.target.Sync(ctx, want)
-	if err != nil {
-		return err
-	}
+	return objs, failed, err
+}
+
+// failObjects is FailObjects of the skipped keys.
+func failObjects(objs map[string]*testObject, failed map[string]error) error {
 	var failures []reconciler.ObjectFailure[*testObject]
 	for key, err := range failed {
 		failures = append(failures, reconciler.ObjectFailure[*testObject]{Object: objs[key], Err: err})
