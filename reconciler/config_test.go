@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
 
 	"github.com/converge-go/converge/reconciler"
 )
@@ -77,6 +78,69 @@ func TestConfigValidation(t *testing.T) {
 		_, err := reconciler.New(cfg, reconciler.Params{})
 		if err == nil || !strings.Contains(err.Error(), "Params.DB") {
 			t.Fatalf("New: got %v, want the defaulted minimum to follow the maximum", err)
+		}
+	})
+}
+
+// TestConfigValidationShape: exactly one shape of operations, and nothing
+// that only the other shape uses; the error names the field.
+func TestConfigValidationShape(t *testing.T) {
+	db := statedb.New()
+	table, err := statedb.NewTable(db, "objs", idIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := func() reconciler.Config[*testObject] {
+		return reconciler.Config[*testObject]{
+			Table:           table,
+			GetObjectStatus: func(o *testObject) reconciler.Status { return o.Status },
+			SetObjectStatus: func(o *testObject, s reconciler.Status) *testObject { o.Status = s; return o },
+			CloneObject:     (*testObject).Clone,
+			SyncOperations:  &testSyncOps{},
+		}
+	}
+	type cfg = reconciler.Config[*testObject]
+	tests := []struct {
+		field  string
+		modify func(*cfg)
+	}{
+		{"Config.Operations", func(c *cfg) { c.SyncOperations = nil }},
+		{"Config.SyncOperations", func(c *cfg) { c.Operations = &testOps{} }},
+		{"Config.BatchOperations", func(c *cfg) { c.BatchOperations = &testOps{} }},
+		{"Config.Concurrency", func(c *cfg) { c.Concurrency = 4 }},
+		{"Config.RoundRateLimiter", func(c *cfg) { c.RoundRateLimiter = rate.NewLimiter(1, 1) }},
+		{"Config.RefreshInterval", func(c *cfg) { c.RefreshInterval = time.Minute }},
+		{"Config.RefreshRateLimiter", func(c *cfg) { c.RefreshRateLimiter = rate.NewLimiter(1, 1) }},
+		{"Config.SyncDebounce", func(c *cfg) { c.SyncDebounce = reconciler.Trailing(-time.Second, time.Second) }},
+		{"Config.SyncDebounce", func(c *cfg) { c.SyncDebounce = reconciler.Debounce{Quiet: time.Second, Refractory: time.Second} }},
+		{"Config.SyncDebounce.MaxWait", func(c *cfg) { c.SyncDebounce = reconciler.Trailing(time.Second, time.Millisecond) }},
+		{"Config.SyncDebounce", func(c *cfg) {
+			c.SyncOperations, c.Operations = nil, &testOps{}
+			c.SyncDebounce = reconciler.LeadingEdge(time.Second)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			c := whole()
+			tt.modify(&c)
+			_, err := reconciler.New(c, reconciler.Params{})
+			if !errors.Is(err, reconciler.ErrInvalidConfig) {
+				t.Fatalf("New: got %v, want an error wrapping ErrInvalidConfig", err)
+			}
+			if !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("New: error %q does not name %s", err, tt.field)
+			}
+		})
+	}
+
+	t.Run("a valid whole-set Config", func(t *testing.T) {
+		for _, d := range []reconciler.Debounce{{}, reconciler.LeadingEdge(time.Second), reconciler.Trailing(time.Millisecond, time.Second), {Quiet: time.Second}} {
+			c := whole()
+			c.SyncDebounce, c.RefreshInterval, c.RoundSize = d, reconciler.Off, 10
+			_, err := reconciler.New(c, reconciler.Params{})
+			if err == nil || !strings.Contains(err.Error(), "Params.DB") {
+				t.Fatalf("New with %+v: got %v, want the missing Params.DB", d, err)
+			}
 		}
 	})
 }
