@@ -26,6 +26,17 @@
 // Config.RefreshInterval) runs once the table is initialized, every
 // Config.FullReconciliationInterval, and on TriggerFullReconciliation.
 //
+// # Whole-set targets
+//
+// A target that takes the entire desired state at once (an nftables
+// ruleset, a reloaded config file) is given Config.SyncOperations instead.
+// Its changes are debounced (Config.SyncDebounce), and one Sync at a time
+// gets every desired object of one snapshot plus the changes since the last
+// successful Sync; its result is written into every object that asked for
+// work, with the same compare-and-swap, retries, health, metrics and waiting
+// as above. The first Sync waits until the table is initialized, and a Sync
+// also runs every FullReconciliationInterval to repair drift.
+//
 // # Guarantees
 //
 //   - Nothing is lost: every desired object ends Done once the target

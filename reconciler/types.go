@@ -64,8 +64,8 @@ type BatchOperations[Obj any] interface {
 // it; the work itself runs as a job of the module's job group.
 type Reconciler[Obj any] interface {
 	// TriggerFullReconciliation asks for a full reconciliation (Prune, then
-	// refresh of stale objects) as soon as the table is initialized and the
-	// in-flight operations have finished. Calls made while one is already
+	// refresh of stale objects; with SyncOperations, a Sync) as soon as the
+	// table is initialized and the in-flight operations have finished. Calls made while one is already
 	// requested are folded into it.
 	TriggerFullReconciliation()
 
