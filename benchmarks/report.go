@@ -18,6 +18,7 @@ const (
 	metricUpdates    = "updates"
 	metricP50        = "p50"
 	metricP99        = "p99"
+	metricMax        = "max"
 	metricCPURate    = "cpu-s/s"
 	metricHealToDone = "heal-to-done-s"
 
