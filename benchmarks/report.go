@@ -21,6 +21,8 @@ const (
 	metricMax        = "max"
 	metricCPURate    = "cpu-s/s"
 	metricHealToDone = "heal-to-done-s"
+	metricFromDueP50 = "from-due-p50"
+	metricFromDueP99 = "from-due-p99"
 
 	metricCPURateTotal = "cpu-s/s-with-first-pass"
 	metricFirstPass    = "first-pass-s"
@@ -237,8 +239,9 @@ func formatValue(x float64, unit string) string {
 
 // sizesLine describes the sizes of a run above its table.
 func sizesLine(s sizes) string {
-	return fmt.Sprintf("sizes: noop %s, slow %s x %s, latency %s/%s x %d samples, retry %s for %s, full %s; insert batch %d, round size %d",
+	return fmt.Sprintf("sizes: noop %s, slow %s x %s, latency %s/%s x %d samples (trickle %d), bulk %d x %s, retry %s for %s, full %s; insert batch %d, round size %d",
 		countLabel(s.noopObjects), countLabel(s.slowObjects), s.slowDelay,
-		countLabel(s.latencySmall), countLabel(s.latencyLarge), s.latencySamples,
+		countLabel(s.latencySmall), countLabel(s.latencyLarge), s.latencySamples, s.trickleSamples,
+		s.bulkLoads, countLabel(s.bulkObjects),
 		countLabel(s.retryObjects), s.retryHeal, countLabel(s.fullObjects), s.insertBatch, roundSize)
 }

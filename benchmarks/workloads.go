@@ -17,6 +17,9 @@ type sizes struct {
 	latencyLarge   int           // latency: Done objects in the large table
 	latencySamples int           // latency: single-object changes per run
 	latencyGap     time.Duration // latency: pause before each change
+	trickleSamples int           // latency/trickle-*: changes per run
+	bulkObjects    int           // latency/bulk+trickle: new objects per bulk load
+	bulkLoads      int           // latency/bulk+trickle: bulk loads per run
 	retryObjects   int           // retry-storm: objects inserted
 	retryHeal      time.Duration // retry-storm: how long the target fails
 	fullObjects    int           // full: objects in the table
@@ -34,6 +37,9 @@ func fullSizes() sizes {
 		latencyLarge:   1_000_000,
 		latencySamples: 1000,
 		latencyGap:     5 * time.Second / roundRate,
+		trickleSamples: 1000,
+		bulkObjects:    100_000,
+		bulkLoads:      4,
 		retryObjects:   100_000,
 		retryHeal:      2 * time.Second,
 		fullObjects:    1_000_000,
@@ -53,6 +59,9 @@ func quickSizes() sizes {
 		latencyLarge:   50_000,
 		latencySamples: 100,
 		latencyGap:     5 * time.Second / roundRate,
+		trickleSamples: 200,
+		bulkObjects:    20_000,
+		bulkLoads:      2,
 		retryObjects:   5000,
 		retryHeal:      300 * time.Millisecond,
 		fullObjects:    50_000,
@@ -116,6 +125,9 @@ func workloads(sz sizes) []workload {
 		noopWorkload(sz),
 		slowWorkload(sz),
 		latencyWorkload(sz),
+		trickleWorkload(sz, 500),
+		trickleWorkload(sz, 2000),
+		bulkTrickleWorkload(sz),
 		retryWorkload(sz),
 		fullWorkload(sz),
 	}
@@ -154,9 +166,13 @@ func startRig(ctx context.Context, side string, opts rigOptions) (rig, error) {
 
 // insertAll inserts objects [0, n) as Pending, batch objects per write
 // transaction.
-func insertAll(r rig, n, batch int) {
-	for from := 0; from < n; from += batch {
-		r.insertPending(from, min(from+batch, n))
+func insertAll(r rig, n, batch int) { insertRange(r, 0, n, batch) }
+
+// insertRange inserts objects [from, to) as Pending, batch objects per
+// write transaction.
+func insertRange(r rig, from, to, batch int) {
+	for ; from < to; from += batch {
+		r.insertPending(from, min(from+batch, to))
 	}
 }
 
