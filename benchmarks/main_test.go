@@ -77,7 +77,7 @@ func TestQuickKeepsExplicitSizes(t *testing.T) {
 	if o.noopObjects != 7 {
 		t.Errorf("noopObjects = %d, want the explicit 7", o.noopObjects)
 	}
-	if o.fullObjects != q.fullObjects || o.retryHeal != q.retryHeal {
+	if o.fullObjects != q.fullObjects || o.retryHeal != q.retryHeal || o.trickleSamples != q.trickleSamples || o.bulkObjects != q.bulkObjects {
 		t.Errorf("-quick did not shrink the other sizes: %+v", o.sizes)
 	}
 	if !o.only.MatchString("noop-1m") || o.only.MatchString("full") {
@@ -91,6 +91,8 @@ func TestBadFlags(t *testing.T) {
 		{"-pairs", "0"},
 		{"-only", "("},
 		{"-full-objects", "0"},
+		{"-trickle-samples", "0"},
+		{"-bulk-loads", "0"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, &strings.Builder{}); err == nil {
