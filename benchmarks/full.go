@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+// fullWorkload is full: the cost of one full reconciliation (a prune and
+// a refresh of every object) of a large table.
 func fullWorkload(sz sizes) workload {
 	run := func(side string) func(ctx context.Context) (measure, error) {
 		return func(ctx context.Context) (measure, error) { return runFull(ctx, side, sz) }
@@ -68,6 +70,8 @@ func runFull(ctx context.Context, side string, sz sizes) (measure, error) {
 	}, err)
 }
 
+// waitClosed waits until ch is closed, or fails naming what it waited for
+// when ctx ends first.
 func waitClosed(ctx context.Context, ch <-chan struct{}, what string) error {
 	select {
 	case <-ch:

@@ -7,6 +7,8 @@ import (
 	"time"
 )
 
+// retryWorkload is retry-storm: what a reconciler costs while its target
+// is down, and how fast it recovers when the target heals.
 func retryWorkload(sz sizes) workload {
 	run := func(side string) func(ctx context.Context) (measure, error) {
 		return func(ctx context.Context) (measure, error) { return runRetry(ctx, side, sz) }

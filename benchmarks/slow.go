@@ -10,6 +10,9 @@ import (
 // slowConcurrency are converge's Concurrency settings in slow-1ms.
 var slowConcurrency = []int{1, 16, 64}
 
+// slowWorkload is slow-1ms: an I/O-bound target, where converge's
+// Concurrency is meant to pay off against statedb's one operation at a
+// time.
 func slowWorkload(sz sizes) workload {
 	run := func(side string, concurrency int) func(ctx context.Context) (measure, error) {
 		return func(ctx context.Context) (measure, error) { return runSlow(ctx, side, concurrency, sz) }

@@ -78,6 +78,8 @@ func TestTrickleOpenLoop(t *testing.T) {
 	}
 }
 
+// TestDistinctIDs checks that the trickle's objects are distinct and in
+// the table, at the sizes the workloads use.
 func TestDistinctIDs(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(3, 4))
 	for _, c := range []struct{ n, k int }{{10, 10}, {1000, 7}, {1_000_000, 1000}} {
