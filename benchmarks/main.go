@@ -3,9 +3,10 @@
 // process, in alternation, and prints a table of medians and ratios.
 //
 //	go run ./benchmarks                 # every workload, 3 pairs of runs
-//	go run ./benchmarks -quick          # smaller sizes, under 30 seconds
+//	go run ./benchmarks -quick          # smaller sizes, under a minute
 //	go run ./benchmarks -only 'noop|full' -json
 //	go run ./benchmarks -only noop -side converge -cpuprofile cpu.out
+//	go run ./benchmarks -only latency   # isolated changes, trickles, a trickle during a bulk load
 //
 // See benchmarks/README.md for what each workload measures.
 package main
@@ -47,7 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	var o options
 	o.sizes = fullSizes()
-	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes under 30s")
+	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes under a minute")
 	only := fs.String("only", "", "run only the workloads whose name matches this `regex`p")
 	fs.StringVar(&o.side, "side", "", "run only this side: converge, statedb or limit (for profiling one side)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per row instead of the table")
@@ -63,6 +64,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.latencyLarge, "latency-large", o.latencyLarge, "latency: Done objects in the large table")
 	fs.IntVar(&o.latencySamples, "latency-samples", o.latencySamples, "latency: changes measured per run")
 	fs.DurationVar(&o.latencyGap, "latency-gap", o.latencyGap, "latency: pause before each change (lets the round limiter refill)")
+	fs.IntVar(&o.trickleSamples, "trickle-samples", o.trickleSamples, "latency/trickle-*: changes measured per run")
+	fs.IntVar(&o.bulkObjects, "bulk-objects", o.bulkObjects, "latency/bulk+trickle: new objects per bulk load")
+	fs.IntVar(&o.bulkLoads, "bulk-loads", o.bulkLoads, "latency/bulk+trickle: bulk loads per run (the trickle's changes during all of them are measured)")
 	fs.IntVar(&o.retryObjects, "retry-objects", o.retryObjects, "retry-storm: objects")
 	fs.DurationVar(&o.retryHeal, "retry-heal", o.retryHeal, "retry-storm: how long the target fails")
 	fs.IntVar(&o.fullObjects, "full-objects", o.fullObjects, "full: objects")
@@ -106,6 +110,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	for name, n := range map[string]int{
 		"noop-objects": o.noopObjects, "insert-batch": o.insertBatch, "slow-objects": o.slowObjects,
 		"latency-small": o.latencySmall, "latency-large": o.latencyLarge, "latency-samples": o.latencySamples,
+		"trickle-samples": o.trickleSamples, "bulk-objects": o.bulkObjects, "bulk-loads": o.bulkLoads,
 		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
 	} {
 		if n < 1 {
@@ -120,7 +125,9 @@ func sizeFields(s *sizes) map[string]any {
 	return map[string]any{
 		"noop-objects": &s.noopObjects, "insert-batch": &s.insertBatch, "slow-objects": &s.slowObjects,
 		"slow-delay": &s.slowDelay, "latency-small": &s.latencySmall, "latency-large": &s.latencyLarge,
-		"latency-samples": &s.latencySamples, "latency-gap": &s.latencyGap, "retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,
+		"latency-samples": &s.latencySamples, "latency-gap": &s.latencyGap,
+		"trickle-samples": &s.trickleSamples, "bulk-objects": &s.bulkObjects, "bulk-loads": &s.bulkLoads,
+		"retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,
 		"full-objects": &s.fullObjects, "run-timeout": &s.runTimeout,
 	}
 }

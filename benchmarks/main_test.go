@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,9 @@ func tinySizes() sizes {
 		latencyLarge:   1000,
 		latencySamples: 10,
 		latencyGap:     2 * time.Millisecond,
+		trickleSamples: 20,
+		bulkObjects:    1000,
+		bulkLoads:      1,
 		retryObjects:   200,
 		retryHeal:      50 * time.Millisecond,
 		fullObjects:    1000,
@@ -44,9 +48,7 @@ func TestWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
 	for _, r := range rows {
-		seen[strings.SplitN(r.Workload, "/", 2)[0]] = true
 		for side, x := range map[string]float64{"converge": r.Converge, "statedb": r.Statedb} {
 			if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
 				t.Errorf("%s: %s result is %v", r.Workload, side, x)
@@ -56,8 +58,11 @@ func TestWorkloads(t *testing.T) {
 			t.Errorf("%s: %d runs, want 1", r.Workload, r.Runs)
 		}
 	}
+	// A row's name is its workload's, or starts with it and a slash.
 	for _, w := range workloads(o.sizes) {
-		if !seen[w.name] {
+		if !slices.ContainsFunc(rows, func(r row) bool {
+			return r.Workload == w.name || strings.HasPrefix(r.Workload, w.name+"/")
+		}) {
 			t.Errorf("workload %s produced no row", w.name)
 		}
 	}
@@ -72,7 +77,7 @@ func TestQuickKeepsExplicitSizes(t *testing.T) {
 	if o.noopObjects != 7 {
 		t.Errorf("noopObjects = %d, want the explicit 7", o.noopObjects)
 	}
-	if o.fullObjects != q.fullObjects || o.retryHeal != q.retryHeal {
+	if o.fullObjects != q.fullObjects || o.retryHeal != q.retryHeal || o.trickleSamples != q.trickleSamples || o.bulkObjects != q.bulkObjects {
 		t.Errorf("-quick did not shrink the other sizes: %+v", o.sizes)
 	}
 	if !o.only.MatchString("noop-1m") || o.only.MatchString("full") {
@@ -86,6 +91,8 @@ func TestBadFlags(t *testing.T) {
 		{"-pairs", "0"},
 		{"-only", "("},
 		{"-full-objects", "0"},
+		{"-trickle-samples", "0"},
+		{"-bulk-loads", "0"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, &strings.Builder{}); err == nil {

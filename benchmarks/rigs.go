@@ -271,7 +271,8 @@ func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeOb
 	return r, r.populate()
 }
 
-// newStatedbRig builds (and populates) a hive with a statedb reconciler.
+// newStatedbRig builds (and populates) a hive with a statedb reconciler,
+// or with none when opts.target is nil.
 func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObject], error) {
 	r := &tableRig[*statedbObject]{
 		ids:     statedbIDIndex,
@@ -298,6 +299,9 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 			return err
 		}
 		r.db, r.table = db, table
+		if opts.target == nil {
+			return nil
+		}
 		options := []sdbrec.Option{
 			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
 			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
