@@ -216,7 +216,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 		if ctx.Err() != nil {
 			return false
 		}
-		committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
+		committed = l.commit(ctx, now, timers, l.overlapCommit(now)) || committed
 	}
 
 	// Start, wait for or postpone a full reconciliation: it decides
@@ -230,7 +230,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 		if ctx.Err() != nil {
 			return false
 		}
-		committed = l.commit(ctx, now, timers, l.moreWaiting(now)) || committed
+		committed = l.commit(ctx, now, timers, l.overlapCommit(now)) || committed
 	}
 	l.stepRefresh(ctx, now, timers)
 	if pulled || committed || l.status.dirty {
@@ -316,6 +316,15 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 // and a commit can take them: the committer holds fewer than maxOutJobs.
 func (l *loop[Obj]) readyToCommit(now time.Time, ts *loopTimers) bool {
 	return l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, ts)
+}
+
+// overlapCommit reports whether a commit's writes should go to the
+// committer: work waits beyond what was picked up, and the round limiter
+// lets the next round start now. When the limiter makes the next round
+// wait anyway, writing right here spares the result two goroutine
+// hand-offs: under a trickle of changes that is most of their latency.
+func (l *loop[Obj]) overlapCommit(now time.Time) bool {
+	return l.moreWaiting(now) && l.roundDelay(now) == 0
 }
 
 // moreWaiting reports whether work waits beyond what was picked up:
