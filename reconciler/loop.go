@@ -179,7 +179,10 @@ func (l *loop[Obj]) start(ctx context.Context) error {
 	}
 	l.changes = changes
 	l.startRev = l.cfg.Table.Revision(txn)
-	_, l.initWatch = l.cfg.Table.Initialized(txn)
+	// Read the initialization now rather than through the watch channel:
+	// in the loop's select a ready change can win over a ready init
+	// channel, and the first full reconciliation would start late.
+	l.initialized, l.initWatch = l.cfg.Table.Initialized(txn)
 	l.changesWatch = closedCh
 
 	l.ctx = ctx

@@ -136,7 +136,7 @@ func (s *syncLoop[Obj]) start() error {
 	}
 	s.changes = changes
 	s.startRev = s.cfg.Table.Revision(txn)
-	_, s.initWatch = s.cfg.Table.Initialized(txn)
+	s.initialized, s.initWatch = s.cfg.Table.Initialized(txn)
 	s.changesWatch = closedCh
 	return nil
 }
