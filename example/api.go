@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/converge-go/converge/example/internal/agentkit"
 )
 
 // fileAPI serves the desired files over HTTP:
@@ -33,17 +35,17 @@ func (a *fileAPI) register(mux *http.ServeMux) {
 }
 
 func (a *fileAPI) list(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, a.desired.List())
+	agentkit.WriteJSON(w, http.StatusOK, a.desired.List())
 }
 
 func (a *fileAPI) get(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	f, found := a.desired.Get(name)
 	if !found {
-		writeError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
+		agentkit.WriteError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
 		return
 	}
-	writeJSON(w, http.StatusOK, f)
+	agentkit.WriteJSON(w, http.StatusOK, f)
 }
 
 // putRequest is the body of a PUT. Mode is optional (DefaultMode).
@@ -59,19 +61,19 @@ func (a *fileAPI) put(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, errTooLarge) {
 			status = http.StatusRequestEntityTooLarge
 		}
-		writeError(w, status, err)
+		agentkit.WriteError(w, status, err)
 		return
 	}
 	f, created, err := a.desired.Put(spec)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		agentkit.WriteError(w, http.StatusInternalServerError, err)
 		return
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, f)
+	agentkit.WriteJSON(w, status, f)
 }
 
 // readPut decodes and validates a PUT: the name from the URL, the rest
@@ -113,24 +115,10 @@ func (a *fileAPI) delete(w http.ResponseWriter, r *http.Request) {
 	found, err := a.desired.Delete(name)
 	switch {
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, err)
+		agentkit.WriteError(w, http.StatusInternalServerError, err)
 	case !found:
-		writeError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
+		agentkit.WriteError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
 	default:
 		w.WriteHeader(http.StatusNoContent)
 	}
-}
-
-// writeJSON writes v as indented JSON, for people reading curl's output.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v) // the status is out; a failed write has no one to tell
-}
-
-// writeError writes err as {"error": "..."}.
-func writeError(w http.ResponseWriter, status int, err error) {
-	writeJSON(w, status, map[string]string{"error": err.Error()})
 }

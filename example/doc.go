@@ -36,13 +36,12 @@
 //     step; at start the file is loaded under a table initializer, so that
 //     nothing is pruned before the desired set is known.
 //   - api.go: the HTTP API: list, get, PUT and DELETE desired files.
-//   - server.go: the HTTP server and the operator endpoints: /status (the
+//   - server.go: the HTTP server: the API and the operator endpoints
+//     from internal/agentkit (shared with example/routes): /status (the
 //     reconcilers' status snapshots, from reconciler.Cell's registry),
-//     /healthz, /metrics (Prometheus, from converge's metrics.Cell) and
-//     /debug/vars (expvar).
-//   - health.go: a cell.Health that remembers every job's report, so that
-//     /healthz can answer 503 with the reason when the reconciler is
-//     degraded.
+//     /healthz (503 with the reason when the reconciler is degraded, from
+//     agentkit.s cell.Health, which remembers every job's report), /metrics
+//     (Prometheus, from converge's metrics.Cell) and /debug/vars (expvar).
 //   - atomic.go: writing a file so that a crash never leaves half of it.
 //   - config.go and main.go: the flags (--help lists them), the hive and
 //     the command line.

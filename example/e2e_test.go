@@ -22,6 +22,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 
+	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -57,8 +58,8 @@ func startAgent(t *testing.T, root string) (*agent, error) {
 		// the test and trip goleak.
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
 	}
-	var srv *server
-	a.hive = newHive(cell.Invoke(func(s *server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
+	var srv *agentkit.Server
+	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
 		srv, a.db, a.files, a.rec = s, db, files, rec
 	}))
 	flags := pflag.NewFlagSet("example", pflag.ContinueOnError)

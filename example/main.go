@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/spf13/cobra"
 
+	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
@@ -53,16 +54,16 @@ var exampleCell = cell.Module(
 	// Cells are constructed only when something needs them: the server
 	// needs the desired state, and the reconciler needs nothing of ours,
 	// so ask for both.
-	cell.Invoke(func(*server, reconciler.Reconciler[*File]) {}),
+	cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*File]) {}),
 )
 
 // cells are the whole application; newHive builds the hive from them.
 var cells = []cell.Cell{
-	statedb.Cell,    // the in-memory database and its db/... shell commands
-	job.Cell,        // background jobs that start and stop with the hive
-	healthCell,      // cell.Health, read by /healthz
-	reconciler.Cell, // converge's registry and reconciler/... shell commands
-	metrics.Cell,    // converge's Prometheus metrics and reconciler/metrics
+	statedb.Cell,        // the in-memory database and its db/... shell commands
+	job.Cell,            // background jobs that start and stop with the hive
+	agentkit.HealthCell, // cell.Health, read by /healthz
+	reconciler.Cell,     // converge's registry and reconciler/... shell commands
+	metrics.Cell,        // converge's Prometheus metrics and reconciler/metrics
 	shell.ServerCell(defaultShellSocket),
 	exampleCell,
 }

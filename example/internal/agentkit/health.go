@@ -1,4 +1,8 @@
-package main
+// Package agentkit is what converge's example agents share: the cell.Health
+// that /healthz reads, the HTTP server that starts and stops with the
+// hive, and the operator endpoints (/status, /healthz, /metrics,
+// /debug/vars). Each example adds its own API to the server's mux.
+package agentkit
 
 import (
 	"fmt"
@@ -11,7 +15,8 @@ import (
 	"github.com/cilium/hive/script"
 )
 
-// healthCell provides the application's cell.Health. Every job reports
+// HealthCell provides the application's cell.Health and the *Health
+// behind it. Every job reports
 // into a scope of it (the reconciler's scope is "job-reconcile"), and
 // /healthz and the "health" shell command read it back.
 //
@@ -19,20 +24,20 @@ import (
 // the application. cell.SimpleHealth cannot list its scopes, which
 // /healthz needs, so this is a minimal one that can; a larger agent would
 // use its framework's health (Cilium has one with a status tree).
-var healthCell = cell.Provide(
+var HealthCell = cell.Provide(
 	newHealth,
-	func(h *health) cell.Health { return h.scope("") },
-	func(h *health) hive.ScriptCmdOut { return hive.NewScriptCmd("health", h.scriptCmd()) },
+	func(h *Health) cell.Health { return h.scope("") },
+	func(h *Health) hive.ScriptCmdOut { return hive.NewScriptCmd("health", h.scriptCmd()) },
 )
 
-// health holds the latest report of every scope.
-type health struct {
+// Health holds the latest report of every scope.
+type Health struct {
 	mu      sync.Mutex
-	reports map[string]healthReport
+	reports map[string]HealthReport
 }
 
-// healthReport is one scope's latest report.
-type healthReport struct {
+// HealthReport is one scope's latest report.
+type HealthReport struct {
 	Scope   string
 	Level   cell.Level
 	Message string
@@ -41,7 +46,7 @@ type healthReport struct {
 
 // String formats a report for people: "job-reconcile: Degraded: 1
 // object(s) failing: a.txt: ...".
-func (r healthReport) String() string {
+func (r HealthReport) String() string {
 	s := fmt.Sprintf("%s: %s: %s", r.Scope, r.Level, r.Message)
 	if r.Err != nil {
 		s += ": " + r.Err.Error()
@@ -49,15 +54,15 @@ func (r healthReport) String() string {
 	return s
 }
 
-func newHealth() *health {
-	return &health{reports: map[string]healthReport{}}
+func newHealth() *Health {
+	return &Health{reports: map[string]HealthReport{}}
 }
 
 // All returns every scope's latest report, sorted by scope.
-func (h *health) All() []healthReport {
+func (h *Health) All() []HealthReport {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]healthReport, 0, len(h.reports))
+	out := make([]HealthReport, 0, len(h.reports))
 	for _, name := range slices.Sorted(maps.Keys(h.reports)) {
 		out = append(out, h.reports[name])
 	}
@@ -66,8 +71,8 @@ func (h *health) All() []healthReport {
 
 // Degraded returns the reports of the degraded scopes, sorted by scope;
 // none means healthy.
-func (h *health) Degraded() []healthReport {
-	var out []healthReport
+func (h *Health) Degraded() []HealthReport {
+	var out []HealthReport
 	for _, r := range h.All() {
 		if r.Level == cell.StatusDegraded {
 			out = append(out, r)
@@ -76,18 +81,18 @@ func (h *health) Degraded() []healthReport {
 	return out
 }
 
-func (h *health) scope(name string) *healthScope {
+func (h *Health) scope(name string) *healthScope {
 	return &healthScope{root: h, name: name}
 }
 
-func (h *health) set(r healthReport) {
+func (h *Health) set(r HealthReport) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.reports[r.Scope] = r
 }
 
 // scriptCmd shows every scope's health in the shell.
-func (h *health) scriptCmd() script.Cmd {
+func (h *Health) scriptCmd() script.Cmd {
 	return script.Command(
 		script.CmdUsage{Summary: "Show the health of every job"},
 		func(*script.State, ...string) (script.WaitFunc, error) {
@@ -104,7 +109,7 @@ func (h *health) scriptCmd() script.Cmd {
 // healthScope is the cell.Health of one scope: its reports replace the
 // scope's previous one.
 type healthScope struct {
-	root *health
+	root *Health
 	name string
 }
 
@@ -112,17 +117,17 @@ var _ cell.Health = (*healthScope)(nil)
 
 // OK implements cell.Health.
 func (s *healthScope) OK(status string) {
-	s.root.set(healthReport{Scope: s.name, Level: cell.StatusOK, Message: status})
+	s.root.set(HealthReport{Scope: s.name, Level: cell.StatusOK, Message: status})
 }
 
 // Stopped implements cell.Health.
 func (s *healthScope) Stopped(reason string) {
-	s.root.set(healthReport{Scope: s.name, Level: cell.StatusStopped, Message: reason})
+	s.root.set(HealthReport{Scope: s.name, Level: cell.StatusStopped, Message: reason})
 }
 
 // Degraded implements cell.Health.
 func (s *healthScope) Degraded(reason string, err error) {
-	s.root.set(healthReport{Scope: s.name, Level: cell.StatusDegraded, Message: reason, Err: err})
+	s.root.set(HealthReport{Scope: s.name, Level: cell.StatusDegraded, Message: reason, Err: err})
 }
 
 // NewScope implements cell.Health: "a" then "b" is the scope "a.b".

@@ -1,0 +1,140 @@
+package agentkit
+
+import (
+	"encoding/json"
+	"errors"
+	"expvar"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// Operator is what the operator endpoints serve.
+type Operator struct {
+	Health *Health
+	// Metrics is the registry metrics.Cell records converge's metrics in.
+	Metrics *prometheus.Registry
+	// Registry (from reconciler.Cell) knows every reconciler, for /status.
+	Registry *reconciler.Registry
+}
+
+// Register adds the operator endpoints to mux: /status (the reconcilers'
+// status snapshots), /healthz (200, or 503 with every degraded job's
+// report), /metrics (Prometheus, with the Go and process collectors
+// added to the registry) and /debug/vars (expvar). It fails if the
+// registry already has the Go or process collector.
+func (o Operator) Register(mux *http.ServeMux) error {
+	// The registry is the hive's own, holding converge's metrics only;
+	// add the usual process ones.
+	err := errors.Join(
+		o.Metrics.Register(collectors.NewGoCollector()),
+		o.Metrics.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+	)
+	if err != nil {
+		return err
+	}
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, o.Registry.Statuses())
+	})
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		serveHealth(w, o.Health)
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
+	mux.Handle("GET /debug/vars", expvar.Handler())
+	return nil
+}
+
+// serveHealth answers 200 when no job is degraded, else 503 with why.
+func serveHealth(w http.ResponseWriter, h *Health) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	degraded := h.Degraded()
+	if len(degraded) == 0 {
+		fmt.Fprintln(w, "ok")
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	for _, r := range degraded {
+		fmt.Fprintln(w, r)
+	}
+}
+
+// Server serves an HTTP handler on an address from the hive's start to
+// its stop.
+type Server struct {
+	log  *slog.Logger
+	addr string
+	http *http.Server
+	ln   net.Listener
+	done chan struct{} // closed when Serve has returned
+}
+
+// NewServer returns a Server of handler on addr whose start and stop are
+// hooks of lc.
+func NewServer(lc cell.Lifecycle, log *slog.Logger, addr string, handler http.Handler) *Server {
+	s := &Server{
+		log:  log,
+		addr: addr,
+		http: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
+		done: make(chan struct{}),
+	}
+	lc.Append(cell.Hook{OnStart: s.start, OnStop: s.stop})
+	return s
+}
+
+// start listens before returning, so that a busy port fails the start
+// with a clear error, and the address (with the port, when addr asked for
+// port 0) is known once the hive has started.
+func (s *Server) start(cell.HookContext) error {
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("HTTP API: %w", err)
+	}
+	s.ln = ln
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		s.log.Warn("The HTTP API has no authentication and listens beyond loopback", "addr", ln.Addr())
+	}
+	s.log.Info("Serving the HTTP API", "url", "http://"+ln.Addr().String()+"/")
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("HTTP API stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+// stop finishes the requests in flight, or gives up when ctx ends.
+func (s *Server) stop(ctx cell.HookContext) error {
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	<-s.done
+	return err
+}
+
+// Addr returns the address the server listens on, once started.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// WriteJSON writes v as indented JSON, for people reading curl's output.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) // the status is out; a failed write has no one to tell
+}
+
+// WriteError writes err as {"error": "..."}.
+func WriteError(w http.ResponseWriter, status int, err error) {
+	WriteJSON(w, status, map[string]string{"error": err.Error()})
+}
