@@ -40,7 +40,7 @@
 //     from internal/agentkit (shared with example/routes): /status (the
 //     reconcilers' status snapshots, from reconciler.Cell's registry),
 //     /healthz (503 with the reason when the reconciler is degraded, from
-//     agentkit.s cell.Health, which remembers every job's report), /metrics
+//     agentkit's cell.Health, which remembers every job's report), /metrics
 //     (Prometheus, from converge's metrics.Cell) and /debug/vars (expvar).
 //   - atomic.go: writing a file so that a crash never leaves half of it.
 //   - config.go and main.go: the flags (--help lists them), the hive and
