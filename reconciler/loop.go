@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,8 +55,8 @@ type item[Obj any] struct {
 // the loop goroutine, except what the workers share through results.
 type loop[Obj comparable] struct {
 	*reconciler[Obj]
-	health  cell.Health
-	changes statedb.ChangeIterator[Obj]
+	health cell.Health
+	feed[Obj]
 	backoff backoff
 	retries *retryQueue[Obj]
 
@@ -101,10 +100,6 @@ type loop[Obj comparable] struct {
 	inline bool
 	// ctx is the run's context, for operations run inline.
 	ctx context.Context
-	// changesWatch closes when the table has changes not read yet;
-	// initWatch when the table is initialized.
-	changesWatch <-chan struct{}
-	initWatch    <-chan struct{}
 	// landedNow is set when a commit's writes came back from the
 	// committer, so that the next step reports.
 	landedNow bool
@@ -115,18 +110,12 @@ type loop[Obj comparable] struct {
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
 
-	// startRev is the table's revision when this run began: an Error
-	// status at or below it was left by an earlier run, whose retry queue
-	// is gone.
-	startRev statedb.Revision
-
-	initialized bool
-	lastRound   RoundInfo
-	lastFull    FullInfo
-	full        fullState
-	breaker     breaker
-	refresh     refreshState[Obj]
-	status      healthState
+	lastRound RoundInfo
+	lastFull  FullInfo
+	full      fullState
+	breaker   breaker
+	refresh   refreshState[Obj]
+	status    healthState
 }
 
 func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
@@ -171,20 +160,9 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 
 // start opens the change iterator and starts the workers and the committer.
 func (l *loop[Obj]) start(ctx context.Context) error {
-	wtxn := l.db.WriteTxn(l.cfg.Table)
-	changes, err := l.cfg.Table.Changes(wtxn)
-	txn := wtxn.Commit()
-	if err != nil {
-		return fmt.Errorf("watching %s for changes: %w", l.cfg.Table.Name(), err)
+	if err := l.feed.open(l.db, l.cfg.Table); err != nil {
+		return err
 	}
-	l.changes = changes
-	l.startRev = l.cfg.Table.Revision(txn)
-	// Read the initialization now rather than through the watch channel:
-	// in the loop's select a ready change can win over a ready init
-	// channel, and the first full reconciliation would start late.
-	l.initialized, l.initWatch = l.cfg.Table.Initialized(txn)
-	l.changesWatch = closedCh
-
 	l.ctx = ctx
 	if !l.inline {
 		for range l.cfg.Concurrency {

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -51,13 +50,9 @@ type syncRun[Obj any] struct {
 // goroutine.
 type syncLoop[Obj comparable] struct {
 	*reconciler[Obj]
-	health       cell.Health
-	changes      statedb.ChangeIterator[Obj]
-	changesWatch <-chan struct{}
-	initWatch    <-chan struct{}
-	initialized  bool
-	startRev     statedb.Revision // objects at or below were there before this run
-	pulledTo     statedb.Revision // changes are read up to here
+	health cell.Health
+	feed[Obj]
+	pulledTo statedb.Revision // changes are read up to here
 
 	backoff backoff
 	status  healthState
@@ -128,17 +123,7 @@ func (s *syncLoop[Obj]) run(ctx context.Context) error {
 
 // start opens the change iterator.
 func (s *syncLoop[Obj]) start() error {
-	wtxn := s.db.WriteTxn(s.cfg.Table)
-	changes, err := s.cfg.Table.Changes(wtxn)
-	txn := wtxn.Commit()
-	if err != nil {
-		return fmt.Errorf("watching %s for changes: %w", s.cfg.Table.Name(), err)
-	}
-	s.changes = changes
-	s.startRev = s.cfg.Table.Revision(txn)
-	s.initialized, s.initWatch = s.cfg.Table.Initialized(txn)
-	s.changesWatch = closedCh
-	return nil
+	return s.feed.open(s.db, s.cfg.Table)
 }
 
 // stop waits for a running Sync, which sees a cancelled context; its
