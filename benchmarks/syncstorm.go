@@ -75,12 +75,19 @@ func syncStormWorkload(sz sizes) workload {
 					return med("converge", metricP99), med("converge", metricP99Bound)
 				},
 				goal: &goal{desc: "<=bound", met: func(o, t float64) bool { return o <= t }}},
+			// The CPU goal, on the process's CPU and on what
+			// reconciling adds to the user's writes.
 			{name: name + "/cpu", unit: unitCPUSeconds, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUSeconds,
-				goal: &goal{desc: "<=0.20x statedb", met: func(o, t float64) bool { return o*5 <= t }}},
-			{name: name + "/reconciler-cpu", unit: unitCPUSeconds, lowerBetter: true, derive: reconcilerCPU},
+				goal: fifthOfStatedb},
+			{name: name + "/reconciler-cpu", unit: unitCPUSeconds, lowerBetter: true, derive: reconcilerCPU,
+				goal: fifthOfStatedb},
 		},
 	}
 }
+
+// fifthOfStatedb is the goal of sync-storm's CPU rows: converge at least
+// five times lower than statedb.
+var fifthOfStatedb = &goal{desc: "<=0.20x statedb", met: func(o, t float64) bool { return o*5 <= t }}
 
 // reconcilerCPU derives sync-storm/reconciler-cpu: each side's CPU less
 // that of the same writes into a table with no reconciler (writes-only),

@@ -48,6 +48,9 @@ func TestSyncStorm(t *testing.T) {
 	if maxWait := millis(reconciler.DefaultSyncMaxWait); bound.Statedb < maxWait || bound.Converge != p99.Converge {
 		t.Errorf("sync-storm/p99-bound: %v against %v, want converge's p99 %v against at least %v", bound.Converge, bound.Statedb, p99.Converge, maxWait)
 	}
+	if r := byName["sync-storm/reconciler-cpu"]; r.goal == nil || r.Converge < 0 || r.Statedb < 0 {
+		t.Errorf("sync-storm/reconciler-cpu: %v and %v, goal %v; want a goal and no negative CPU", r.Converge, r.Statedb, r.goal)
+	}
 	cpu := byName["sync-storm/cpu"]
 	if !(cpu.Converge > 0) || !(cpu.Statedb > 0) {
 		t.Errorf("sync-storm/cpu: converge %v, statedb %v; want both above zero", cpu.Converge, cpu.Statedb)
