@@ -70,6 +70,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.retryObjects, "retry-objects", o.retryObjects, "retry-storm: objects")
 	fs.DurationVar(&o.retryHeal, "retry-heal", o.retryHeal, "retry-storm: how long the target fails")
 	fs.IntVar(&o.fullObjects, "full-objects", o.fullObjects, "full: objects")
+	fs.IntVar(&o.syncObjects, "sync-objects", o.syncObjects, "sync-storm: objects in the table")
+	fs.IntVar(&o.syncRate, "sync-rate", o.syncRate, "sync-storm: single-object changes per second")
+	fs.DurationVar(&o.syncDuration, "sync-duration", o.syncDuration, "sync-storm: how long the storm lasts")
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -112,10 +115,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"latency-small": o.latencySmall, "latency-large": o.latencyLarge, "latency-samples": o.latencySamples,
 		"trickle-samples": o.trickleSamples, "bulk-objects": o.bulkObjects, "bulk-loads": o.bulkLoads,
 		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
+		"sync-objects": o.syncObjects, "sync-rate": o.syncRate,
 	} {
 		if n < 1 {
 			return o, fmt.Errorf("-%s must be at least 1", name)
 		}
+	}
+	if o.syncDuration <= 0 {
+		return o, errors.New("-sync-duration must be positive")
 	}
 	return o, nil
 }
@@ -129,6 +136,7 @@ func sizeFields(s *sizes) map[string]any {
 		"trickle-samples": &s.trickleSamples, "bulk-objects": &s.bulkObjects, "bulk-loads": &s.bulkLoads,
 		"retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,
 		"full-objects": &s.fullObjects, "run-timeout": &s.runTimeout,
+		"sync-objects": &s.syncObjects, "sync-rate": &s.syncRate, "sync-duration": &s.syncDuration,
 	}
 }
 

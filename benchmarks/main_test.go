@@ -34,6 +34,9 @@ func tinySizes() sizes {
 		retryHeal:      50 * time.Millisecond,
 		fullObjects:    1000,
 		runTimeout:     time.Minute,
+		syncObjects:    500,
+		syncRate:       200,
+		syncDuration:   150 * time.Millisecond,
 	}
 }
 
@@ -93,6 +96,8 @@ func TestBadFlags(t *testing.T) {
 		{"-full-objects", "0"},
 		{"-trickle-samples", "0"},
 		{"-bulk-loads", "0"},
+		{"-sync-rate", "0"},
+		{"-sync-duration", "0s"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, &strings.Builder{}); err == nil {

@@ -53,6 +53,11 @@ type rigOptions struct {
 	full        bool // configure pruning and refreshing for the full workload
 	preload     int  // objects inserted Done (and aged) before the hive starts
 	prometheus  bool // converge reports to Prometheus metrics instead of NopMetrics
+
+	// render, when set, is a whole-set target used instead of target's
+	// operations (sync-storm): converge's SyncOperations, statedb's
+	// BatchOperations that render the whole table.
+	render *renderTarget
 }
 
 // rig is one run: a hive with statedb, a table of n objects and one
@@ -224,6 +229,9 @@ func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) rec
 		cfg.RefreshInterval = time.Nanosecond
 		cfg.RefreshRateLimiter = rate.NewLimiter(rate.Inf, 1)
 	}
+	if opts.render != nil {
+		convergeSyncOps{t: opts.render}.useSync(&cfg)
+	}
 	return cfg
 }
 
@@ -315,11 +323,18 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 		if opts.full {
 			options = append(options, sdbrec.WithRefreshing(statedbRefreshInterval, rate.NewLimiter(rate.Inf, 1)))
 		}
+		var ops sdbrec.Operations[*statedbObject] = statedbOps{t: opts.target}
+		var batchOps sdbrec.BatchOperations[*statedbObject]
+		if opts.render != nil {
+			render := statedbRenderOps{t: opts.render, table: table}
+			ops, batchOps = render, render
+			options = append(options, statedbRoundLimit())
+		}
 		rec, err = sdbrec.Register(p, table,
 			(*statedbObject).clone,
 			func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
 			func(o *statedbObject) sdbrec.Status { return o.Status },
-			statedbOps{t: opts.target}, nil, options...)
+			ops, batchOps, options...)
 		return err
 	})
 	r.waitAll = func(ctx context.Context) error {

@@ -24,6 +24,10 @@ type sizes struct {
 	retryHeal      time.Duration // retry-storm: how long the target fails
 	fullObjects    int           // full: objects in the table
 	runTimeout     time.Duration // the most one run may take
+
+	syncObjects  int           // sync-storm: objects in the table
+	syncRate     int           // sync-storm: changes per second
+	syncDuration time.Duration // sync-storm: how long the storm lasts
 }
 
 // fullSizes are the sizes of the workloads.
@@ -44,11 +48,15 @@ func fullSizes() sizes {
 		retryHeal:      2 * time.Second,
 		fullObjects:    1_000_000,
 		runTimeout:     5 * time.Minute,
+		syncObjects:    100_000,
+		syncRate:       1000,
+		syncDuration:   5 * time.Second,
 	}
 }
 
 // quickSizes shrink every workload so that a whole run takes under a
-// minute on 2 cores (about 45 s; 34 s before the trickle workloads).
+// minute on 2 cores (about 56 s; 45 s before sync-storm, 34 s before the
+// trickle workloads).
 func quickSizes() sizes {
 	return sizes{
 		noopObjects:    100_000,
@@ -66,6 +74,9 @@ func quickSizes() sizes {
 		retryHeal:      300 * time.Millisecond,
 		fullObjects:    50_000,
 		runTimeout:     time.Minute,
+		syncObjects:    20_000,
+		syncRate:       1000,
+		syncDuration:   time.Second,
 	}
 }
 
@@ -130,6 +141,7 @@ func workloads(sz sizes) []workload {
 		bulkTrickleWorkload(sz),
 		retryWorkload(sz),
 		fullWorkload(sz),
+		syncStormWorkload(sz),
 	}
 }
 
