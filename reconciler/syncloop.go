@@ -41,6 +41,10 @@ type syncRun[Obj any] struct {
 	failures int              // Syncs in a row that failed as a whole before this one
 	start    time.Time
 
+	// retryFloor is the lowest origRev of the failed changes it retries:
+	// they are not settled until it succeeds.
+	retryFloor statedb.Revision
+
 	// Set by the Sync's goroutine.
 	err error
 	dur time.Duration
@@ -317,7 +321,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	txn := s.db.ReadTxn()
 	s.read(txn, now) // the changes handed over are exactly the snapshot's
 	run := &syncRun[Obj]{txn: txn, entries: s.pending, full: s.fullWanted, untried: s.untried,
-		failures: s.failures, start: now, minFloor: s.pulledTo}
+		failures: s.failures, start: now, minFloor: s.pulledTo, retryFloor: s.retryFloor}
 	if s.hasFloor {
 		run.minFloor = min(run.minFloor, s.firstFloor)
 	}

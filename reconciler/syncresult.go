@@ -237,7 +237,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	s.status.report(s.health, now, objects, s.suspended(), whole, &s.healthTimer)
 
 	waiting, inFlight, pending := len(s.pending), 0, s.untried
-	reconciled := s.pulledTo
+	reconciled, retryFloor := s.pulledTo, s.retryFloor
 	if s.hasFloor {
 		reconciled = min(reconciled, s.firstFloor)
 	}
@@ -246,6 +246,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		inFlight = 1
 		pending += r.untried
 		reconciled = min(reconciled, r.minFloor)
+		retryFloor = min(retryFloor, r.retryFloor)
 	}
 	retries := 0
 	if !s.retryAt.IsZero() {
@@ -260,6 +261,6 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	errs := len(s.status.failing) - s.status.failingDeletes
 	snap.Objects = ObjectCounts{Pending: pending, Error: errs, Done: max(0, objects-pending-errs)}
 	s.snapshot.Store(snap)
-	s.progress.set(reconciled, min(s.retryFloor, reconciled+1))
+	s.progress.set(reconciled, min(retryFloor, reconciled+1))
 	s.dirty = false
 }
