@@ -151,14 +151,17 @@ func (l *loop[Obj]) finish(job *commitJob[Obj], ts *loopTimers) {
 		return // stopping: the loop is on its way out, the keys stay busy
 	}
 	now := job.now
-	// job.now is when the commit was planned, before inline operations
-	// ran: realization ends now, when the writes have landed.
-	committedAt := time.Now()
+	var committedAt time.Time
+	if len(job.writes) > 0 {
+		// job.now is when the commit was planned, before inline
+		// operations ran: realization ends now, the writes landed.
+		committedAt = time.Now()
+	}
 	for _, it := range job.items {
 		l.finishItem(it, now)
 		job.noteRealized(it, committedAt)
 	}
-	l.reportRealized(job)
+	l.reportRealized(job.realized)
 	for i := range job.prunes {
 		l.pruneDone(&job.prunes[i], now, ts)
 	}
@@ -369,7 +372,7 @@ func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures 
 		due:      due,
 		// The object's status is Error now: the retry's realization
 		// still counts from the change it retries.
-		requestedAt: time.Time{},
+		requestedAt: it.realizationStart(),
 	})
 	l.metrics.RetryScheduled()
 }

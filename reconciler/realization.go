@@ -43,13 +43,14 @@ func (it *item[Obj]) realizationStart() time.Time {
 }
 
 // noteRealized records the realization latency of an item whose Done
-// status this commit wrote.
+// status this commit wrote. committedAt is when the commit's write
+// transaction ended (zero when it wrote nothing).
 func (j *commitJob[Obj]) noteRealized(it *item[Obj], committedAt time.Time) {
 	if it.action != actWrite || it.outcome != statusLanded || it.newStatus.Kind != StatusKindDone {
 		return
 	}
 	start := it.realizationStart()
-	if start.IsZero() {
+	if start.IsZero() || committedAt.IsZero() {
 		return
 	}
 	if d := committedAt.Sub(start); d >= 0 {
@@ -57,16 +58,14 @@ func (j *commitJob[Obj]) noteRealized(it *item[Obj], committedAt time.Time) {
 	}
 }
 
-// reportRealized hands a commit's realization latencies to the metrics
+// reportRealized hands one commit's realization latencies to the metrics
 // and to the window Status() summarizes.
-func (l *loop[Obj]) reportRealized(job *commitJob[Obj]) {
-	if len(job.realized) == 0 {
+func (r *reconciler[Obj]) reportRealized(latencies []time.Duration) {
+	if len(latencies) == 0 {
 		return
 	}
-	if !l.nopMetrics {
-		l.metrics.Realized(job.realized)
-	}
-	l.realized.add(job.realized)
+	r.metrics.Realized(latencies)
+	r.realized.add(latencies)
 }
 
 // realizationWindow keeps the latest realization latencies, a fixed ring

@@ -159,3 +159,60 @@ func TestRealizationLatencyStatusSet(t *testing.T) {
 			}
 		})
 }
+
+// TestRealizationLatencyWholeSet checks the same in the whole-set mode: a
+// change is realized when the Sync that covered it has its Done status
+// committed, and a change whose Sync failed when a later Sync succeeds,
+// from the same start.
+func TestRealizationLatencyWholeSet(t *testing.T) {
+	rec := &realizedRecorder{}
+	inSyncBubble(t,
+		func(cfg *reconciler.Config[*testObject]) { cfg.Metrics = rec },
+		func(f *fixture, _ *timedSync) {
+			r, err := f.reconciler("")
+			if err != nil {
+				t.Fatal(err)
+			}
+			target := f.target("")
+			var want []time.Duration
+			check := func(step string) {
+				t.Helper()
+				settle(t, f, r)
+				if got := rec.latencies(); !slices.Equal(got, want) {
+					t.Fatalf("%s: realized %v, want %v", step, got, want)
+				}
+			}
+
+			// The first Sync starts at initialization and takes 3s.
+			target.SetLatency(func() time.Duration { return 3 * time.Second })
+			insert(t, f, pendingObject("1", "one"))
+			f.markInit()
+			want = append(want, 3*time.Second)
+			check("a slow Sync")
+			target.SetLatency(nil)
+
+			// No UpdatedAt: not reported.
+			insert(t, f, &testObject{ID: "2", Value: "two", Status: reconciler.Status{Kind: reconciler.StatusKindPending}})
+			check("a status without UpdatedAt")
+
+			// The Sync after the 100ms quiet period fails, its retry 5s
+			// later succeeds: realized 5.1s after the change, though the
+			// object said Error meanwhile.
+			target.SetFault("sync", fake.Fault{Mode: fake.ModeRetryAt, After: 5 * time.Second, Count: 1})
+			insert(t, f, pendingObject("3", "three"))
+			want = append(want, 5*time.Second+100*time.Millisecond)
+			check("a failed Sync and its retry")
+
+			// A delete leaves no status to time.
+			wtxn := f.db.WriteTxn(f.table)
+			f.table.Delete(wtxn, &testObject{ID: "1"})
+			wtxn.Commit()
+			check("a delete")
+
+			got := r.Status().Realization
+			wantInfo := reconciler.RealizationInfo{Samples: 2, P50: 3 * time.Second, P99: 5*time.Second + 100*time.Millisecond}
+			if got != wantInfo {
+				t.Errorf("Status().Realization = %+v, want %+v", got, wantInfo)
+			}
+		})
+}

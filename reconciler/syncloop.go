@@ -29,6 +29,11 @@ type syncEntry[Obj any] struct {
 	failures int  // Syncs in a row that failed it
 	tried    bool // a Sync failed it: it waits for a retry
 	held     bool // given up on (Permanent, MaxRetries): in every Sync, but starts none
+
+	// requestedAt is when the request was written (its Pending status's
+	// UpdatedAt; zero: unknown, or no user's change), kept while the
+	// Syncs that fail it are retried: the start of its realization.
+	requestedAt time.Time
 }
 
 // syncRun is one Sync: its snapshot, the changes handed to it, its result.
@@ -90,6 +95,8 @@ type syncLoop[Obj comparable] struct {
 	lastRound  RoundInfo
 	lastFull   FullInfo
 	dirty      bool // report after this step
+
+	realizedBuf []time.Duration // writeStatuses's, reused: at most RoundSize
 
 	next, full, healthTimer timer
 }
@@ -215,6 +222,9 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now tim
 		return
 	}
 	e.status = s.cfg.GetObjectStatus(ch.obj)
+	if e.status.Kind == StatusKindPending {
+		e.requestedAt = e.status.UpdatedAt
+	}
 	known := s.pending[key]
 	switch st := e.status; {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
@@ -240,7 +250,8 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now tim
 		}
 	case known != nil:
 		// A status write on a waiting object: ours after a failed Sync,
-		// or another reconciler's. Follow its newest revision.
+		// or another reconciler's. Follow its newest revision; the
+		// request, and when it was written, stay.
 		known.change, known.status = ch, st
 	}
 	// Otherwise a status write (most often our own Done): nothing to do.
