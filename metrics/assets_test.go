@@ -271,7 +271,8 @@ func TestAlertsUseExportedMetrics(t *testing.T) {
 		}
 	}
 	// The alerts the package promises (see METRICS.md and the issue).
-	for _, name := range []string{"failing_objects", "oldest_waiting_seconds", "full_reconciliation_failing", "queued_retries"} {
+	for _, name := range []string{"failing_objects", "oldest_waiting_seconds", "full_reconciliation_failing", "queued_retries",
+		"realization_duration_seconds_bucket"} {
 		if !used[metrics.Prefix+name] {
 			t.Errorf("no alert on %s%s", metrics.Prefix, name)
 		}
