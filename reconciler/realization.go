@@ -11,8 +11,11 @@ import (
 // network_programming_duration_seconds measures. It starts at the
 // UpdatedAt of the Pending status the writer set (StatusPending(), or
 // StatusSet.Pending, whose Get gives each name that time) and ends when the
-// loop finishes the commit that marked the object Done. What is not
-// observed, and why:
+// write transaction that marked the object Done is committed: a round's
+// commit (commit.go), or one of the transactions that write a Sync's
+// result (syncresult.go). A failed change keeps its start in its retry
+// entry, or in its syncEntry, until a retry succeeds. The clock is read
+// once per transaction. What is not observed, and why:
 //
 //   - Failed attempts: the change is not realized yet. Its retry that
 //     succeeds is observed, from the same start.
