@@ -28,7 +28,8 @@ type item[Obj any] struct {
 	status   Status           // this reconciler's status of obj as picked up (for merging)
 	pickedAt time.Time
 	// requestedAt is when the change a retry realizes was written,
-	// carried from the first attempt (realization.go).
+	// carried from the first attempt; the whole-set loop sets it on
+	// every write (realization.go).
 	requestedAt time.Time
 
 	// Set by the worker.
