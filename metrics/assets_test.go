@@ -99,13 +99,19 @@ func TestMetricsMD(t *testing.T) {
 		t.Errorf("METRICS.md result values %v, want %v", results, wantResults)
 	}
 
-	var buckets []string
-	for _, b := range metrics.DurationBuckets() {
-		buckets = append(buckets, strconv.FormatFloat(b, 'f', -1, 64))
-	}
-	wantBuckets := strings.Join(buckets[:len(buckets)-1], ", ") + " and " + buckets[len(buckets)-1] + " seconds"
-	if !strings.Contains(strings.Join(strings.Fields(string(data)), " "), wantBuckets) {
-		t.Errorf("METRICS.md does not list the buckets as %q", wantBuckets)
+	for name, bounds := range map[string][]float64{
+		"DurationBuckets":    metrics.DurationBuckets(),
+		"RealizationBuckets": metrics.RealizationBuckets(),
+	} {
+		var buckets []string
+		for _, b := range bounds {
+			buckets = append(buckets, strconv.FormatFloat(b, 'f', -1, 64))
+		}
+		wantBuckets := strings.Join(buckets[:len(buckets)-1], ", ") + " and " + buckets[len(buckets)-1] +
+			" seconds (`metrics." + name + "()`)"
+		if !strings.Contains(strings.Join(strings.Fields(string(data)), " "), wantBuckets) {
+			t.Errorf("METRICS.md does not list the buckets of %s as %q", name, wantBuckets)
+		}
 	}
 }
 
@@ -265,7 +271,8 @@ func TestAlertsUseExportedMetrics(t *testing.T) {
 		}
 	}
 	// The alerts the package promises (see METRICS.md and the issue).
-	for _, name := range []string{"failing_objects", "oldest_waiting_seconds", "full_reconciliation_failing", "queued_retries"} {
+	for _, name := range []string{"failing_objects", "oldest_waiting_seconds", "full_reconciliation_failing", "queued_retries",
+		"realization_duration_seconds_bucket"} {
 		if !used[metrics.Prefix+name] {
 			t.Errorf("no alert on %s%s", metrics.Prefix, name)
 		}

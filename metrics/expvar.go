@@ -129,6 +129,7 @@ type expvarReconciler struct {
 	durations        []histogramVar
 	roundObjects     expvar.Int
 	roundDuration    histogramVar
+	realization      histogramVar
 	fullDuration     histogramVar
 	fullFailing      expvar.Int
 	retriesScheduled expvar.Int
@@ -166,6 +167,7 @@ func newExpvarReconciler() *expvarReconciler {
 	m.vars.Set(defOperationDuration.Short(), durations)
 	m.vars.Set(defRoundObjects.Short(), &m.roundObjects)
 	m.vars.Set(defRoundDuration.Short(), m.roundDuration.publish())
+	m.vars.Set(defRealizationDuration.Short(), m.realization.publish())
 	m.vars.Set(defFullDuration.Short(), m.fullDuration.publish())
 	m.vars.Set(defFullFailing.Short(), &m.fullFailing)
 	m.vars.Set(defRetriesScheduled.Short(), &m.retriesScheduled)
@@ -206,6 +208,13 @@ func (m *expvarReconciler) BatchEntries(op reconciler.Op, result reconciler.Resu
 func (m *expvarReconciler) Round(objects int, d time.Duration) {
 	m.roundObjects.Add(int64(objects))
 	m.roundDuration.observe(d)
+}
+
+// Realized implements reconciler.ReconcilerMetrics.
+func (m *expvarReconciler) Realized(latencies []time.Duration) {
+	for _, d := range latencies {
+		m.realization.observe(d)
+	}
 }
 
 // FullReconciliation implements reconciler.ReconcilerMetrics.

@@ -266,6 +266,11 @@ func (r notifyingReconciler) RetryScheduled() {
 	r.n.update(nil)
 }
 
+func (r notifyingReconciler) Realized(latencies []time.Duration) {
+	r.inner.Realized(latencies)
+	r.n.update(nil)
+}
+
 func (r notifyingReconciler) Gauges(g reconciler.Gauges) {
 	r.inner.Gauges(g)
 	r.n.update(func() { r.n.gauges = g; r.n.gaugesAfter = true })

@@ -77,6 +77,12 @@ var (
 		Labels: idLabels,
 		Help:   "How long incremental rounds took, from picking up their oldest object to committing the results. Its _count is the number of rounds.",
 	}
+	defRealizationDuration = Definition{
+		Name:   Prefix + "realization_duration_seconds",
+		Kind:   KindHistogram,
+		Labels: idLabels,
+		Help:   "Time from a change being written (the UpdatedAt of the Pending status its writer set) to the commit of its Done status, per object, retries included. Failures, refreshes, deletes and statuses without UpdatedAt are not observed.",
+	}
 	defFullDuration = Definition{
 		Name:   Prefix + "full_reconciliation_duration_seconds",
 		Kind:   KindHistogram,
@@ -133,6 +139,7 @@ var definitions = []Definition{
 	defOperationDuration,
 	defRoundObjects,
 	defRoundDuration,
+	defRealizationDuration,
 	defFullDuration,
 	defFullFailing,
 	defRetriesScheduled,
@@ -167,5 +174,16 @@ var durationBuckets = []float64{
 }
 
 // DurationBuckets returns a copy of the bucket upper bounds, in seconds, of
-// every duration histogram.
+// every duration histogram but the realization one.
 func DurationBuckets() []float64 { return append([]float64(nil), durationBuckets...) }
+
+// realizationBuckets are the upper bounds, in seconds, of the realization
+// histogram: those of durationBuckets, then 2 and 5 minutes. A change's
+// realization includes its retries, whose backoff reaches a minute by
+// default, so the tail goes further than an operation's.
+var realizationBuckets = append(DurationBuckets(), 120, 300)
+
+// RealizationBuckets returns a copy of the bucket upper bounds, in
+// seconds, of converge_reconciler_realization_duration_seconds: 100µs to
+// 5 minutes.
+func RealizationBuckets() []float64 { return append([]float64(nil), realizationBuckets...) }

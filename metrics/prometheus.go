@@ -19,6 +19,7 @@ type Prometheus struct {
 	operationDuration *prometheus.HistogramVec
 	roundObjects      *prometheus.CounterVec
 	roundDuration     *prometheus.HistogramVec
+	realization       *prometheus.HistogramVec
 	fullDuration      *prometheus.HistogramVec
 	fullFailing       *prometheus.GaugeVec
 	retriesScheduled  *prometheus.CounterVec
@@ -52,10 +53,11 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 	p := &Prometheus{reconcilers: map[reconciler.ReconcilerID]*promReconciler{}}
 	p.operations = register(&r, counterVec(defOperations))
 	p.operationObjects = register(&r, counterVec(defOperationObjects))
-	p.operationDuration = register(&r, histogramVec(defOperationDuration))
+	p.operationDuration = register(&r, histogramVec(defOperationDuration, durationBuckets))
 	p.roundObjects = register(&r, counterVec(defRoundObjects))
-	p.roundDuration = register(&r, histogramVec(defRoundDuration))
-	p.fullDuration = register(&r, histogramVec(defFullDuration))
+	p.roundDuration = register(&r, histogramVec(defRoundDuration, durationBuckets))
+	p.realization = register(&r, histogramVec(defRealizationDuration, realizationBuckets))
+	p.fullDuration = register(&r, histogramVec(defFullDuration, durationBuckets))
 	p.fullFailing = register(&r, gaugeVec(defFullFailing))
 	p.retriesScheduled = register(&r, counterVec(defRetriesScheduled))
 	p.failing = register(&r, gaugeVec(defFailing))
@@ -96,6 +98,7 @@ func (p *Prometheus) Reconciler(id reconciler.ReconcilerID) reconciler.Reconcile
 	}
 	m.roundObjects = p.roundObjects.WithLabelValues(id.ModuleID, id.Name)
 	m.roundDuration = p.roundDuration.WithLabelValues(id.ModuleID, id.Name)
+	m.realization = p.realization.WithLabelValues(id.ModuleID, id.Name)
 	m.fullDuration = p.fullDuration.WithLabelValues(id.ModuleID, id.Name)
 	m.fullFailing = p.fullFailing.WithLabelValues(id.ModuleID, id.Name)
 	m.retriesScheduled = p.retriesScheduled.WithLabelValues(id.ModuleID, id.Name)
@@ -116,6 +119,7 @@ type promReconciler struct {
 	durations        []prometheus.Observer
 	roundObjects     prometheus.Counter
 	roundDuration    prometheus.Observer
+	realization      prometheus.Observer
 	fullDuration     prometheus.Observer
 	fullFailing      prometheus.Gauge
 	retriesScheduled prometheus.Counter
@@ -154,6 +158,13 @@ func (m *promReconciler) Round(objects int, d time.Duration) {
 	m.roundDuration.Observe(d.Seconds())
 }
 
+// Realized implements reconciler.ReconcilerMetrics.
+func (m *promReconciler) Realized(latencies []time.Duration) {
+	for _, d := range latencies {
+		m.realization.Observe(d.Seconds())
+	}
+}
+
 // FullReconciliation implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) FullReconciliation(d time.Duration, err error) {
 	m.fullDuration.Observe(d.Seconds())
@@ -184,8 +195,8 @@ func gaugeVec(d Definition) *prometheus.GaugeVec {
 	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: d.Name, Help: d.Help}, d.Labels)
 }
 
-func histogramVec(d Definition) *prometheus.HistogramVec {
-	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.Name, Help: d.Help, Buckets: durationBuckets}, d.Labels)
+func histogramVec(d Definition, buckets []float64) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: d.Name, Help: d.Help, Buckets: buckets}, d.Labels)
 }
 
 // registrar registers collectors until the first error, remembering what

@@ -37,6 +37,7 @@ func exercise(m reconciler.ReconcilerMetrics) {
 	m.Round(5, 3*time.Millisecond)
 	m.FullReconciliation(time.Second, errors.New("boom"))
 	m.RetryScheduled()
+	m.Realized([]time.Duration{time.Millisecond, 3 * time.Second, 4 * time.Minute})
 	m.Gauges(reconciler.Gauges{Failing: 1, Waiting: 2, InFlight: 3, Retries: 4, OldestWaiting: time.Second})
 }
 
@@ -290,7 +291,9 @@ func TestPrometheusNoAllocs(t *testing.T) {
 func testNoAllocs(t *testing.T, m reconciler.ReconcilerMetrics) {
 	t.Helper()
 	err := errors.New("boom")
+	latencies := []time.Duration{time.Millisecond, 3 * time.Second}
 	for name, fn := range map[string]func(){
+		"Realized":           func() { m.Realized(latencies) },
 		"Operation":          func() { m.Operation(reconciler.OpDeleteBatch, reconciler.ResultExhausted, 3, time.Millisecond) },
 		"Round":              func() { m.Round(10, time.Millisecond) },
 		"FullReconciliation": func() { m.FullReconciliation(time.Second, err) },

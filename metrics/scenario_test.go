@@ -38,6 +38,7 @@ type scenarioExpect struct {
 	rounds     int // round_objects_total
 	retries    int
 	fulls      int
+	realized   int // realization_duration_seconds observations
 }
 
 var expected = scenarioExpect{
@@ -63,6 +64,9 @@ var expected = scenarioExpect{
 	rounds:  scenarioInserts + scenarioFailures + scenarioDeletes,
 	retries: scenarioFailures,
 	fulls:   1,
+	// Every insert is realized once, those that failed first included;
+	// deletes are not.
+	realized: scenarioInserts,
 }
 
 // runScenario runs the scenario against a real reconciler that reports to
@@ -124,6 +128,9 @@ func TestPrometheusScenario(t *testing.T) {
 	if got := hists[prefix+"full_reconciliation_duration_seconds{module_id=test,name=scenario}"]; got != expected.fulls {
 		t.Errorf("full reconciliations: %d, want %d", got, expected.fulls)
 	}
+	if got := hists[prefix+"realization_duration_seconds{module_id=test,name=scenario}"]; got != expected.realized {
+		t.Errorf("realizations: %d, want %d", got, expected.realized)
+	}
 	if got := hists[prefix+"round_duration_seconds{module_id=test,name=scenario}"]; got < 1 || got > expected.rounds {
 		t.Errorf("rounds: %d, want between 1 and %d", got, expected.rounds)
 	}
@@ -181,6 +188,7 @@ func TestExpVarScenario(t *testing.T) {
 	check(expected.rounds, "round_objects_total")
 	check(expected.retries, "retries_scheduled_total")
 	check(expected.fulls, "full_reconciliation_duration_seconds", "count")
+	check(expected.realized, "realization_duration_seconds", "count")
 	for _, gauge := range []string{"full_reconciliation_failing", "failing_objects", "waiting_objects",
 		"in_flight_operations", "queued_retries", "oldest_waiting_seconds"} {
 		check(0, gauge)

@@ -36,6 +36,9 @@ type commitJob[Obj any] struct {
 	writes  []*item[Obj]
 	prunes  []task[Obj] // finished prunes: they write nothing
 	aborted bool        // stopping: nothing was written
+	// realized holds the realization latencies of the objects the
+	// commit marked Done (realization.go).
+	realized []time.Duration
 }
 
 func (j *commitJob[Obj]) reset() {
@@ -43,6 +46,7 @@ func (j *commitJob[Obj]) reset() {
 	clear(j.writes)
 	clear(j.prunes)
 	j.items, j.writes, j.prunes, j.aborted = j.items[:0], j.writes[:0], j.prunes[:0], false
+	j.realized = j.realized[:0]
 }
 
 // plan takes the finished tasks and decides what each result asks for.
@@ -147,9 +151,17 @@ func (l *loop[Obj]) finish(job *commitJob[Obj], ts *loopTimers) {
 		return // stopping: the loop is on its way out, the keys stay busy
 	}
 	now := job.now
+	var committedAt time.Time
+	if len(job.writes) > 0 {
+		// job.now is when the commit was planned, before inline
+		// operations ran: realization ends now, the writes landed.
+		committedAt = time.Now()
+	}
 	for _, it := range job.items {
 		l.finishItem(it, now)
+		job.noteRealized(it, committedAt)
 	}
+	l.reportRealized(job.realized)
 	for i := range job.prunes {
 		l.pruneDone(&job.prunes[i], now, ts)
 	}
@@ -358,6 +370,9 @@ func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures 
 		deferred: deferred,
 		failures: failures,
 		due:      due,
+		// The object's status is Error now: the retry's realization
+		// still counts from the change it retries.
+		requestedAt: it.realizationStart(),
 	})
 	l.metrics.RetryScheduled()
 }

@@ -27,6 +27,10 @@ type item[Obj any] struct {
 	failures int              // consecutive failures before this attempt
 	status   Status           // this reconciler's status of obj as picked up (for merging)
 	pickedAt time.Time
+	// requestedAt is when the change a retry realizes was written,
+	// carried from the first attempt; the whole-set loop sets it on
+	// every write (realization.go).
+	requestedAt time.Time
 
 	// Set by the worker.
 	target Obj   // the clone handed to Update; it carries the status into the table

@@ -100,6 +100,17 @@ type ReconcilerMetrics interface {
 	// RetryScheduled is called each time an object is put in the retry queue.
 	RetryScheduled()
 
+	// Realized is called after a commit that marked objects Done, with
+	// each one's realization latency: the time from the change being
+	// written (the UpdatedAt of the Pending status its writer set, Get's
+	// for a StatusSet) to the commit of the Done status. A change that
+	// failed first counts from that same write to the commit of the retry
+	// that succeeded. Failures, refreshes, deletes, and statuses with a
+	// zero UpdatedAt (or one after the commit) are not reported: see
+	// RealizationInfo. The slice is reused once Realized returns: do not
+	// keep it.
+	Realized(latencies []time.Duration)
+
 	// Gauges is called after every round with the current state.
 	Gauges(g Gauges)
 }
@@ -125,6 +136,9 @@ func (NopMetrics) FullReconciliation(time.Duration, error) {}
 
 // RetryScheduled implements ReconcilerMetrics.
 func (NopMetrics) RetryScheduled() {}
+
+// Realized implements ReconcilerMetrics.
+func (NopMetrics) Realized([]time.Duration) {}
 
 // Gauges implements ReconcilerMetrics.
 func (NopMetrics) Gauges(Gauges) {}

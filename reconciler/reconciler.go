@@ -38,6 +38,9 @@ type reconciler[Obj comparable] struct {
 	// pointerObjects is set when Obj is a pointer type, where a clone that
 	// equals its original is the original itself.
 	pointerObjects bool
+
+	// realized holds the latest realization latencies, for Status().
+	realized realizationWindow
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)

@@ -55,6 +55,9 @@ type retryEntry[Obj any] struct {
 	deferred bool // RetryAfter(d, nil): not a failure, the status stays Pending
 	failures int  // consecutive failures so far
 	due      time.Time
+	// requestedAt is when the change being retried was written (zero:
+	// unknown): the start of its realization latency.
+	requestedAt time.Time
 
 	dueIdx, revIdx int // positions in the two heaps
 }

@@ -37,8 +37,8 @@ func (o *timedOps) attempts() []time.Duration {
 	return slices.Clone(o.at)
 }
 
-// inBubble runs fn with a started fixture and a reconciler over timedOps,
-// inside a synctest bubble: time only passes when everything is blocked, so
+// inBubble runs fn with a started fixture and a reconciler over timedOps
+// (f.reconciler(cfg.Name) returns it), inside a synctest bubble: time only passes when everything is blocked, so
 // delays are checked exactly and the test takes no wall-clock time.
 func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn func(f *fixture, ops *timedOps)) {
 	synctest.Test(t, func(t *testing.T) {
@@ -63,9 +63,11 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 			RefreshInterval:            reconciler.Off,
 		})
 		modify(&cfg)
-		if _, err := reconciler.New(cfg, f.params); err != nil {
+		r, err := reconciler.New(cfg, f.params)
+		if err != nil {
 			t.Fatal(err)
 		}
+		f.reconcilers[cfg.Name] = r
 		f.markInit()
 		fn(f, ops)
 	})

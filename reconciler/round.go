@@ -154,6 +154,7 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, e *retryEntry[Obj]) bool {
 	it := l.newItem()
 	it.key, it.change, it.origRev, it.failures = e.key, change[Obj]{obj: cur, rev: rev}, e.origRev, e.failures
 	it.status = l.cfg.GetObjectStatus(cur)
+	it.requestedAt = e.requestedAt
 	l.enqueue(it)
 	return true
 }

@@ -39,6 +39,10 @@ type StatusSnapshot struct {
 	LastRound RoundInfo `json:"last-round"`
 	LastFull  FullInfo  `json:"last-full"`
 
+	// Realization summarizes how long the latest changes took to be
+	// realized: see RealizationInfo.
+	Realization RealizationInfo `json:"realization"`
+
 	Suspended   bool `json:"suspended"`
 	Initialized bool `json:"initialized"`
 
@@ -64,6 +68,19 @@ type RoundInfo struct {
 	Duration time.Duration `json:"duration"`
 }
 
+// RealizationInfo summarizes the realization latencies of the latest
+// changes marked Done, at most the last 1024 of them: the time from a
+// change being written (the UpdatedAt of the Pending status its writer
+// set) to the commit of its Done status, retries included. Failures,
+// refreshes, deletes and statuses without UpdatedAt are not counted. The
+// quantiles are nearest-rank; all is zero when nothing was counted yet.
+// The same latencies go to ReconcilerMetrics.Realized.
+type RealizationInfo struct {
+	Samples int           `json:"samples"` // latencies summarized, at most 1024
+	P50     time.Duration `json:"p50"`
+	P99     time.Duration `json:"p99"`
+}
+
 // FullInfo describes the last full reconciliation.
 type FullInfo struct {
 	At       time.Time     `json:"at,omitzero"`
@@ -85,13 +102,16 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 		snap := *s
 		// Suspend and Resume take effect at once; say so at once too.
 		snap.Suspended = r.suspended()
+		// Summarized when asked, not after every round: it sorts.
+		snap.Realization = r.realized.info()
 		return snap
 	}
 	return StatusSnapshot{
-		Module:    r.id.ModuleID,
-		Name:      r.cfg.Name,
-		Table:     r.cfg.Table.Name(),
-		Suspended: r.suspended(),
+		Module:      r.id.ModuleID,
+		Name:        r.cfg.Name,
+		Table:       r.cfg.Table.Name(),
+		Suspended:   r.suspended(),
+		Realization: r.realized.info(),
 	}
 }
 

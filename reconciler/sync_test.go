@@ -197,3 +197,27 @@ func TestSyncSuspend(t *testing.T) {
 			}
 		})
 }
+
+// TestSyncSettledWaitsForRetry: a change whose Sync failed is not settled
+// while the Sync that retries it runs, only once that Sync's Done is
+// written.
+func TestSyncSettledWaitsForRetry(t *testing.T) {
+	inSyncBubble(t, func(*reconciler.Config[*testObject]) {}, func(f *fixture, ops *timedSync) {
+		r := f.reconcilers[""]
+		f.markInit()
+		synctest.Wait() // the first Sync, of nothing
+		f.target("").SetFault("sync", fake.Fault{Mode: fake.ModeRetryAt, After: 5 * time.Second, Count: 1})
+		// Each Sync takes 3s: WaitUntilSettled must wait for the retry's.
+		f.target("").SetLatency(func() time.Duration { return 3 * time.Second })
+		insert(t, f, pendingObject("1", "one"))
+		start := time.Now()
+		if err := r.WaitUntilSettled(context.Background(), f.table.Revision(f.db.ReadTxn())); err != nil {
+			t.Fatal(err)
+		}
+		obj, _, _ := f.table.Get(f.db.ReadTxn(), idIndex.Query("1"))
+		if obj.Status.Kind != reconciler.StatusKindDone {
+			t.Fatalf("object 1 is %s once settled (after %s, Syncs at %v), want Done",
+				obj.Status, time.Since(start), ops.times())
+		}
+	})
+}

@@ -29,6 +29,11 @@ type syncEntry[Obj any] struct {
 	failures int  // Syncs in a row that failed it
 	tried    bool // a Sync failed it: it waits for a retry
 	held     bool // given up on (Permanent, MaxRetries): in every Sync, but starts none
+
+	// requestedAt is when the request was written (its Pending status's
+	// UpdatedAt; zero: unknown, or no user's change), kept while the
+	// Syncs that fail it are retried: the start of its realization.
+	requestedAt time.Time
 }
 
 // syncRun is one Sync: its snapshot, the changes handed to it, its result.
@@ -40,6 +45,10 @@ type syncRun[Obj any] struct {
 	untried  int              // entries that are new requests for live objects
 	failures int              // Syncs in a row that failed as a whole before this one
 	start    time.Time
+
+	// retryFloor is the lowest origRev of the failed changes it retries:
+	// they are not settled until it succeeds.
+	retryFloor statedb.Revision
 
 	// Set by the Sync's goroutine.
 	err error
@@ -86,6 +95,8 @@ type syncLoop[Obj comparable] struct {
 	lastRound  RoundInfo
 	lastFull   FullInfo
 	dirty      bool // report after this step
+
+	realizedBuf []time.Duration // writeStatuses's, reused: at most RoundSize
 
 	next, full, healthTimer timer
 }
@@ -211,6 +222,9 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now tim
 		return
 	}
 	e.status = s.cfg.GetObjectStatus(ch.obj)
+	if e.status.Kind == StatusKindPending {
+		e.requestedAt = e.status.UpdatedAt
+	}
 	known := s.pending[key]
 	switch st := e.status; {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
@@ -236,7 +250,8 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now tim
 		}
 	case known != nil:
 		// A status write on a waiting object: ours after a failed Sync,
-		// or another reconciler's. Follow its newest revision.
+		// or another reconciler's. Follow its newest revision; the
+		// request, and when it was written, stay.
 		known.change, known.status = ch, st
 	}
 	// Otherwise a status write (most often our own Done): nothing to do.
@@ -317,7 +332,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	txn := s.db.ReadTxn()
 	s.read(txn, now) // the changes handed over are exactly the snapshot's
 	run := &syncRun[Obj]{txn: txn, entries: s.pending, full: s.fullWanted, untried: s.untried,
-		failures: s.failures, start: now, minFloor: s.pulledTo}
+		failures: s.failures, start: now, minFloor: s.pulledTo, retryFloor: s.retryFloor}
 	if s.hasFloor {
 		run.minFloor = min(run.minFloor, s.firstFloor)
 	}

@@ -197,27 +197,35 @@ func (s *syncLoop[Obj]) appendWrite(writes []*item[Obj], key string, e *syncEntr
 		s.log.Error("Reconciler misconfigured; the object's status is not written", "key", printableKey(key), "error", err)
 		return writes
 	}
-	return append(writes, &item[Obj]{key: key, change: e.change, status: e.status, target: target, cloned: true, newStatus: st})
+	return append(writes, &item[Obj]{key: key, change: e.change, status: e.status, target: target, cloned: true, newStatus: st,
+		requestedAt: e.requestedAt})
 }
 
 // writeStatuses makes the writes in transactions of at most RoundSize
 // objects, each a compare-and-swap on the revision the Sync saw: an object
 // changed meanwhile keeps its newer revision, which the next Sync covers.
+// The realization of the objects marked Done ends when their transaction
+// is committed.
 func (s *syncLoop[Obj]) writeStatuses(ctx context.Context, run *syncRun[Obj], writes []*item[Obj], now time.Time) {
-	job := &commitJob[Obj]{now: now}
+	job := &commitJob[Obj]{now: now, realized: s.realizedBuf[:0]}
 	for rest := writes; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
 		job.writes = rest[:min(len(rest), s.cfg.RoundSize)]
 		s.write(ctx, job)
 		if job.aborted {
 			return
 		}
+		committedAt := time.Now()
+		job.realized = job.realized[:0]
 		for _, it := range job.writes {
+			job.noteRealized(it, committedAt)
 			if it.outcome == statusKeyChanged {
 				err := fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
 				s.status.setFailing(it.key, err.Error(), false, now)
 				s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(it.key), "error", err)
 			}
 		}
+		s.reportRealized(job.realized)
+		s.realizedBuf = job.realized[:0]
 	}
 	if n := len(run.entries); n > 0 {
 		d := time.Since(run.start)
@@ -237,7 +245,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	s.status.report(s.health, now, objects, s.suspended(), whole, &s.healthTimer)
 
 	waiting, inFlight, pending := len(s.pending), 0, s.untried
-	reconciled := s.pulledTo
+	reconciled, retryFloor := s.pulledTo, s.retryFloor
 	if s.hasFloor {
 		reconciled = min(reconciled, s.firstFloor)
 	}
@@ -246,6 +254,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		inFlight = 1
 		pending += r.untried
 		reconciled = min(reconciled, r.minFloor)
+		retryFloor = min(retryFloor, r.retryFloor)
 	}
 	retries := 0
 	if !s.retryAt.IsZero() {
@@ -260,6 +269,6 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	errs := len(s.status.failing) - s.status.failingDeletes
 	snap.Objects = ObjectCounts{Pending: pending, Error: errs, Done: max(0, objects-pending-errs)}
 	s.snapshot.Store(snap)
-	s.progress.set(reconciled, min(s.retryFloor, reconciled+1))
+	s.progress.set(reconciled, min(retryFloor, reconciled+1))
 	s.dirty = false
 }
