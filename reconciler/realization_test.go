@@ -44,6 +44,25 @@ func settle(t *testing.T, f *fixture, r reconciler.Reconciler[*testObject]) {
 	}
 }
 
+// realizedCheck returns the fixture's reconciler and target, the
+// latencies the test expects so far, and check: it waits until everything
+// is settled and fails the test unless rec got exactly those latencies.
+func realizedCheck(t *testing.T, f *fixture, rec *realizedRecorder) (reconciler.Reconciler[*testObject], *fake.Target, *[]time.Duration, func(step string)) {
+	r, err := f.reconciler("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := new([]time.Duration)
+	check := func(step string) {
+		t.Helper()
+		settle(t, f, r)
+		if got := rec.latencies(); !slices.Equal(got, *want) {
+			t.Fatalf("%s: realized %v, want %v", step, got, *want)
+		}
+	}
+	return r, f.target(""), want, check
+}
+
 // TestRealizationLatency checks, on synctest's fake clock, that each
 // change is reported once, when its Done status is committed, with the
 // exact time since its Pending status was written: the operation's
@@ -59,24 +78,12 @@ func TestRealizationLatency(t *testing.T) {
 			cfg.RefreshRateLimiter = rate.NewLimiter(rate.Inf, 1)
 		},
 		func(f *fixture, _ *timedOps) {
-			r, err := f.reconciler("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			target := f.target("")
-			var want []time.Duration
-			check := func(step string) {
-				t.Helper()
-				settle(t, f, r)
-				if got := rec.latencies(); !slices.Equal(got, want) {
-					t.Fatalf("%s: realized %v, want %v", step, got, want)
-				}
-			}
+			r, target, want, check := realizedCheck(t, f, rec)
 
 			// Written now, Done once the 3s operation is committed.
 			target.SetLatency(func() time.Duration { return 3 * time.Second })
 			insert(t, f, &testObject{ID: "1", Value: "one", Status: reconciler.StatusPending()})
-			want = append(want, 3*time.Second)
+			*want = append(*want, 3*time.Second)
 			check("a slow operation")
 
 			// No UpdatedAt: the start is unknown, nothing is reported.
@@ -88,20 +95,20 @@ func TestRealizationLatency(t *testing.T) {
 			// is realized 40s after it was written.
 			insert(t, f, &testObject{ID: "3", Value: "three", Status: reconciler.Status{
 				Kind: reconciler.StatusKindPending, UpdatedAt: time.Now().Add(-40 * time.Second)}})
-			want = append(want, 40*time.Second)
+			*want = append(*want, 40*time.Second)
 			check("a change written earlier")
 
 			// A failure is not realized; its retry 5s later is, from the
 			// change's own start, though the object said Error meanwhile.
 			target.SetFault("4", fake.Fault{Mode: fake.ModeRetryAt, After: 5 * time.Second, Count: 1})
 			insert(t, f, &testObject{ID: "4", Value: "four", Status: reconciler.StatusPending()})
-			want = append(want, 5*time.Second)
+			*want = append(*want, 5*time.Second)
 			check("a failure and its retry")
 
 			// Not ready for 2s (RetryAfter(2s, nil)): realized after 2s.
 			target.SetFault("5", fake.Fault{Mode: fake.ModeDefer, After: 2 * time.Second, Count: 1})
 			insert(t, f, &testObject{ID: "5", Value: "five", Status: reconciler.StatusPending()})
-			want = append(want, 2*time.Second)
+			*want = append(*want, 2*time.Second)
 			check("a deferral")
 
 			// Refreshes and deletes are no user's change to realize.
@@ -169,25 +176,13 @@ func TestRealizationLatencyWholeSet(t *testing.T) {
 	inSyncBubble(t,
 		func(cfg *reconciler.Config[*testObject]) { cfg.Metrics = rec },
 		func(f *fixture, _ *timedSync) {
-			r, err := f.reconciler("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			target := f.target("")
-			var want []time.Duration
-			check := func(step string) {
-				t.Helper()
-				settle(t, f, r)
-				if got := rec.latencies(); !slices.Equal(got, want) {
-					t.Fatalf("%s: realized %v, want %v", step, got, want)
-				}
-			}
+			r, target, want, check := realizedCheck(t, f, rec)
 
 			// The first Sync starts at initialization and takes 3s.
 			target.SetLatency(func() time.Duration { return 3 * time.Second })
 			insert(t, f, pendingObject("1", "one"))
 			f.markInit()
-			want = append(want, 3*time.Second)
+			*want = append(*want, 3*time.Second)
 			check("a slow Sync")
 			target.SetLatency(nil)
 
@@ -200,7 +195,7 @@ func TestRealizationLatencyWholeSet(t *testing.T) {
 			// object said Error meanwhile.
 			target.SetFault("sync", fake.Fault{Mode: fake.ModeRetryAt, After: 5 * time.Second, Count: 1})
 			insert(t, f, pendingObject("3", "three"))
-			want = append(want, 5*time.Second+100*time.Millisecond)
+			*want = append(*want, 5*time.Second+100*time.Millisecond)
 			check("a failed Sync and its retry")
 
 			// A delete leaves no status to time.
