@@ -39,13 +39,15 @@ var firewallCell = cell.Module(
 	cell.ProvidePrivate(job.Registry.NewGroup),
 
 	cell.ProvidePrivate(
-		newRulesTable, // statedb.RWTable[*Rule]: only this module writes
 		newDesiredRules,
 		newTarget,
 	),
 	// Public, so that other cells (and the test) can read the table and
-	// wait on the reconciler.
+	// wait on the reconciler. The table is writable by them too: in a
+	// larger agent, rules come from more than the API, and the reconciler
+	// reports a rule it cannot apply on that rule alone.
 	cell.Provide(
+		newRulesTable,
 		statedb.RWTable[*Rule].ToTable,
 		newFirewallReconciler,
 		newServer,

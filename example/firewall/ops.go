@@ -35,6 +35,17 @@ var _ reconciler.SyncOperations[*Rule] = (*firewall)(nil)
 // rule's (nft missing, the namespace gone, the base ruleset rejected)
 // fails the whole Sync, which is retried with backoff.
 func (f *firewall) Sync(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq2[*Rule, statedb.Revision], _ iter.Seq[reconciler.Change[*Rule]]) error {
+	failures, err := f.apply(ctx, desired)
+	if err != nil {
+		return err
+	}
+	return reconciler.FailObjects(failures...)
+}
+
+// apply does Sync's work: it loads the ruleset of the desired rules that
+// pass validation and nft's check, and returns a failure for each of the
+// others. An error is the whole Sync's.
+func (f *firewall) apply(ctx context.Context, desired iter.Seq2[*Rule, statedb.Revision]) ([]reconciler.ObjectFailure[*Rule], error) {
 	var rules []*Rule
 	var failures []reconciler.ObjectFailure[*Rule]
 	for r := range desired {
@@ -46,15 +57,15 @@ func (f *firewall) Sync(ctx context.Context, _ statedb.ReadTxn, desired iter.Seq
 	}
 	rules, rejected, err := f.check(ctx, rules)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	failures = append(failures, rejected...)
 	rs := render(f.policy, rules)
 	if _, err := f.nft.Run(ctx, rs.text, "-f", "-"); err != nil {
-		return fmt.Errorf("apply the ruleset: %w", err)
+		return nil, fmt.Errorf("apply the ruleset: %w", err)
 	}
 	f.log.Debug("Applied the ruleset", "rules", len(rules), "failed", len(failures))
-	return reconciler.FailObjects(failures...)
+	return failures, nil
 }
 
 // check has nft check the ruleset of rules (nft -c: parsed and checked by
@@ -79,13 +90,19 @@ func (f *firewall) check(ctx context.Context, rules []*Rule) (ok []*Rule, reject
 				return nil, nil, err
 			}
 		}
-		rules = without(rules, bad)
-		for r, msg := range bad {
+		var kept []*Rule
+		for _, r := range rules { // in order, not the map's
+			msg, isBad := bad[r]
+			if !isBad {
+				kept = append(kept, r)
+				continue
+			}
 			rejected = append(rejected, reconciler.ObjectFailure[*Rule]{
 				Object: r,
 				Err:    reconciler.Permanent(fmt.Errorf("nft rejects rule %s: %s", r.Name, msg)),
 			})
 		}
+		rules = kept
 	}
 }
 
@@ -113,15 +130,4 @@ func (f *firewall) isolate(ctx context.Context, rules []*Rule, whole error) (map
 		return nil, fmt.Errorf("check the ruleset: nft rejects it, but no rule on its own: %w", whole)
 	}
 	return bad, nil
-}
-
-// without returns rules less those in bad, in order.
-func without(rules []*Rule, bad map[*Rule]string) []*Rule {
-	out := rules[:0:0]
-	for _, r := range rules {
-		if _, ok := bad[r]; !ok {
-			out = append(out, r)
-		}
-	}
-	return out
 }
