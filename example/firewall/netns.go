@@ -53,7 +53,7 @@ func newPrivateNetns() (*netns, error) {
 func openNetns(path string) (*netns, error) {
 	file, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("network namespace %s: %w", path, err)
+		return nil, privileges("open the network namespace "+path, err)
 	}
 	var st unix.Statfs_t
 	if err := unix.Fstatfs(int(file.Fd()), &st); err != nil || st.Type != unix.NSFS_MAGIC {
