@@ -25,7 +25,7 @@
 // transaction: the script declares the table, deletes it and declares it
 // anew, so a packet never sees half a ruleset, and whatever was changed in
 // the table behind the program's back is gone. Only that table is touched.
-// Changes are debounced (a burst of PUTs is one nft), and a Sync runs at
+// Changes are debounced (a burst of PUTs is one Sync), and a Sync runs at
 // every full reconciliation (--full-reconciliation-interval) too, which is
 // what repairs drift.
 //

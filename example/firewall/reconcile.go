@@ -17,11 +17,12 @@ type target struct {
 
 // newTarget finds nft and creates (or, with --netns, opens) the network
 // namespace, when the hive starts: both fail with what is missing. The
-// namespace is let go of when the hive stops, after the reconciler: this
-// constructor runs before the reconciler's job group is made
-// (newFirewallReconciler takes the target before reconciler.Params), and
-// stop hooks run in reverse. Were it otherwise, Close would still wait
-// for a running nft, and a later one would fail with errNamespaceClosed.
+// namespace is let go of when the hive stops, after the reconciler: the
+// reconciler's job joins the lifecycle in newFirewallReconciler, which
+// needs the target and so runs after this constructor has added its hook,
+// and stop hooks run in reverse. Were it otherwise, Close would still
+// wait for a running nft, and a later one would fail with
+// errNamespaceClosed.
 func newTarget(lc cell.Lifecycle, log *slog.Logger, cfg Config) (*target, error) {
 	path, err := findNft(cfg.Nft)
 	if err != nil {
@@ -56,7 +57,7 @@ func newFirewallReconciler(t *target, cfg Config, log *slog.Logger, p reconciler
 		CloneObject:     (*Rule).Clone,
 		SyncOperations:  fw,
 
-		// The default debounce: a burst of PUTs becomes one nft -f,
+		// The default debounce: a burst of PUTs becomes one Sync,
 		// 100ms after the last of them (at most a second after the
 		// first). One nft costs the same for one rule as for a thousand.
 
