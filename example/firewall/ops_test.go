@@ -176,3 +176,29 @@ func TestLocate(t *testing.T) {
 		t.Fatalf("located %v in an error that is not nft's", bad)
 	}
 }
+
+// FuzzLocate checks that reading nft's error output never panics, finds
+// only rules of the ruleset, and keeps messages to one line each.
+func FuzzLocate(f *testing.F) {
+	f.Add("/dev/stdin:9:13-21: Error: Range has zero or negative size\n\t\tudp dport 9000-8000\n\t\t          ^^^^\n")
+	f.Add("/dev/stdin:10:1-9:4: Error: x\n/dev/stdin:99999999999999999999:1-2: Error: y\n")
+	f.Add("Error: Could not process rule: Invalid argument\n")
+	f.Add(":9:1-1: Error: \n")
+	f.Add("")
+	a, b := &Rule{RuleSpec: RuleSpec{Name: "a"}}, &Rule{RuleSpec: RuleSpec{Name: "b"}}
+	rs := ruleset{lines: map[int]*Rule{9: a, 10: b}}
+	f.Fuzz(func(t *testing.T, stderr string) {
+		err := &nftError{args: []string{"-c", "-f", "-"}, stderr: stderr}
+		for r, msg := range rs.locate(err) {
+			if r != a && r != b {
+				t.Fatalf("located %v, not a rule of the ruleset", r)
+			}
+			if strings.Contains(msg, "\n") {
+				t.Fatalf("message %q spans lines", msg)
+			}
+		}
+		if msg := nftMessages(err); msg == "" && strings.TrimSpace(stderr) != "" && !strings.Contains(stderr, "Error:") {
+			t.Fatalf("no message from %q", stderr)
+		}
+	})
+}
