@@ -61,5 +61,29 @@ promtool check rules metrics/alerts.yaml
 promtool test rules metrics/testdata/alerts_test.yaml
 # --- end promtool -------------------------------------------------------------
 
+# --- nftables: example/firewall's end-to-end test ---------------------------
+# (owned by example/firewall; keep this block self-contained)
+# The test loads rulesets with nft into a network namespace of its own, so
+# it needs nft (and root). Debian's nftables package only installs nft and
+# its libraries here: its service is not enabled, and nothing touches the
+# host's ruleset. Without nft the test skips, but with CI=true it fails.
+echo "== nft"
+if ! command -v nft >/dev/null 2>&1 && [ ! -x /usr/sbin/nft ] && [ ! -x /sbin/nft ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		apt_install_nft() {
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				-o APT::Sandbox::User=root nftables >/dev/null
+		}
+		if ! apt_install_nft 2>/dev/null; then
+			apt-get -qq -o APT::Sandbox::User=root update
+			apt_install_nft
+		fi
+	else
+		echo "nft not found: install nftables as root (apt-get install nftables) for example/firewall's end-to-end test"
+	fi
+fi
+PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
+# --- end nftables -------------------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+
+	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// fullInterval is the test's full reconciliation interval: short, so that
+// drift is repaired quickly.
+const fullInterval = 200 * time.Millisecond
+
+// skipOrFail skips the test for a reason the machine gives (no nft, no
+// namespaces), except in CI (CI=true), where the end-to-end test must run:
+// there it fails.
+func skipOrFail(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: the end-to-end test must run in CI, as root, with nft, which scripts/test.sh installs)", msg)
+	}
+	t.Skip(msg)
+}
+
+// testNamespace is a network namespace the test made, and nft in it, to
+// look at the table as someone else on the machine would.
+type testNamespace struct {
+	ns  *netns
+	nft *nftCmd
+}
+
+// newTestNamespace makes a private network namespace, or skips (or in CI
+// fails) with what is missing.
+func newTestNamespace(t *testing.T) *testNamespace {
+	t.Helper()
+	path, err := findNft("nft")
+	if err != nil {
+		skipOrFail(t, "the end-to-end test needs nft: %v", err)
+	}
+	ns, err := newPrivateNetns()
+	if err != nil {
+		skipOrFail(t, "the end-to-end test needs a network namespace (run as root): %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	tn := &testNamespace{ns: ns, nft: &nftCmd{path: path, ns: ns}}
+	if _, err := tn.nft.Run(t.Context(), "", "list", "tables"); err != nil {
+		skipOrFail(t, "nft does not work in a network namespace here: %v", err)
+	}
+	return tn
+}
+
+// run runs nft in the namespace with script on its input, and fails the
+// test if it fails.
+func (tn *testNamespace) run(t *testing.T, script string, args ...string) string {
+	t.Helper()
+	out, err := tn.nft.Run(t.Context(), script, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// liveTable is the program's table as nft -j lists it: the input chain's
+// policy, how many rules without a comment (the base rules) it has, and
+// the rules with one, read back into RuleSpecs.
+type liveTable struct {
+	policy string
+	base   int
+	rules  []RuleSpec
+}
+
+// nftListing is the part of nft's JSON listing the test reads.
+type nftListing struct {
+	Nftables []struct {
+		Chain *struct {
+			Name   string `json:"name"`
+			Policy string `json:"policy"`
+		} `json:"chain"`
+		Rule *struct {
+			Comment string                       `json:"comment"`
+			Expr    []map[string]json.RawMessage `json:"expr"`
+		} `json:"rule"`
+	} `json:"nftables"`
+}
+
+// nftMatch is the match of a port rule: {"left": {"payload":
+// {"protocol": "tcp", "field": "dport"}}, "right": 22 or {"range": [8000,
+// 8099]}}.
+type nftMatch struct {
+	Left struct {
+		Payload struct {
+			Protocol string `json:"protocol"`
+			Field    string `json:"field"`
+		} `json:"payload"`
+	} `json:"left"`
+	Right json.RawMessage `json:"right"`
+}
+
+// live lists the table with nft -j and parses it. It fails when the table
+// is not there.
+func (tn *testNamespace) live(ctx context.Context) (liveTable, error) {
+	out, err := tn.nft.Run(ctx, "", "-j", "list", "table", tableFamily, tableName)
+	if err != nil {
+		return liveTable{}, err
+	}
+	var listing nftListing
+	if err := json.Unmarshal([]byte(out), &listing); err != nil {
+		return liveTable{}, fmt.Errorf("nft -j: %w in %s", err, out)
+	}
+	var lt liveTable
+	for _, item := range listing.Nftables {
+		switch {
+		case item.Chain != nil && item.Chain.Name == chainName:
+			lt.policy = item.Chain.Policy
+		case item.Rule != nil && item.Rule.Comment == "":
+			lt.base++
+		case item.Rule != nil:
+			spec, err := parseListedRule(item.Rule.Comment, item.Rule.Expr)
+			if err != nil {
+				return liveTable{}, err
+			}
+			lt.rules = append(lt.rules, spec)
+		}
+	}
+	return lt, nil
+}
+
+// parseListedRule reads one of the program's rules back from nft's JSON.
+func parseListedRule(comment string, expr []map[string]json.RawMessage) (RuleSpec, error) {
+	spec := RuleSpec{}
+	spec.Name, spec.Comment, _ = strings.Cut(comment, ": ")
+	if len(expr) != 2 || expr[1]["accept"] == nil {
+		return spec, fmt.Errorf("rule %q: want a match and accept, got %v", comment, expr)
+	}
+	var m nftMatch
+	if err := json.Unmarshal(expr[0]["match"], &m); err != nil || m.Left.Payload.Field != "dport" {
+		return spec, fmt.Errorf("rule %q: not a port match: %s (%v)", comment, expr[0]["match"], err)
+	}
+	spec.Protocol = m.Left.Payload.Protocol
+	var rng struct{ Range [2]int }
+	if err := json.Unmarshal(m.Right, &spec.Port); err != nil {
+		if err := json.Unmarshal(m.Right, &rng); err != nil {
+			return spec, fmt.Errorf("rule %q: ports %s: %w", comment, m.Right, err)
+		}
+		spec.Port, spec.EndPort = rng.Range[0], rng.Range[1]
+	}
+	return spec, nil
+}
+
+// matches returns nil when the table holds exactly the base rules and
+// want, in order, with the drop policy; else how it differs.
+func (tn *testNamespace) matches(ctx context.Context, want []RuleSpec) error {
+	lt, err := tn.live(ctx)
+	if err != nil {
+		return err
+	}
+	if lt.policy != "drop" || lt.base != 2 || !slices.Equal(lt.rules, want) {
+		return fmt.Errorf("table has policy %q, %d base rules and %+v; want drop, 2 and %+v", lt.policy, lt.base, lt.rules, want)
+	}
+	return nil
+}
+
+// byName sorts specs by name, the order of the rules in the table.
+func byName(specs []RuleSpec) []RuleSpec {
+	slices.SortFunc(specs, func(a, b RuleSpec) int { return strings.Compare(a.Name, b.Name) })
+	return specs
+}
+
+// eventually waits until check passes, looking every 20ms for at most
+// 10s. It is for what the program does on its own time: repairs at the
+// next full reconciliation, seen only in the namespace.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agent is one running firewall, in-process: the same cells as main, with
+// the flags a user would give.
+type agent struct {
+	t       *testing.T
+	hive    *hive.Hive
+	url     string
+	client  *http.Client
+	db      *statedb.DB
+	rules   statedb.RWTable[*Rule]
+	rec     reconciler.Reconciler[*Rule]
+	stopped bool
+}
+
+// startAgent starts the firewall with the given extra flags, listening
+// on a free port of 127.0.0.1.
+func startAgent(t *testing.T, flags ...string) *agent {
+	t.Helper()
+	a := &agent{
+		t: t,
+		// No keep-alives: an idle connection's goroutines would outlive
+		// the test and trip goleak.
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
+	}
+	var srv *agentkit.Server
+	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, rules statedb.RWTable[*Rule], rec reconciler.Reconciler[*Rule]) {
+		srv, a.db, a.rules, a.rec = s, db, rules, rec
+	}))
+	fs := pflag.NewFlagSet("firewall", pflag.ContinueOnError)
+	a.hive.RegisterFlags(fs)
+	args := append([]string{
+		"--shell-sock-path", t.TempDir() + "/shell.sock",
+		"--http-addr", "127.0.0.1:0",
+		"--full-reconciliation-interval", fullInterval.String(),
+	}, flags...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	log := hivetest.Logger(t)
+	if err := a.hive.Start(log, t.Context()); err != nil {
+		a.hive.Stop(log, context.Background())
+		t.Fatal(err)
+	}
+	a.url = "http://" + srv.Addr()
+	t.Cleanup(a.stop)
+	return a
+}
+
+// stop stops the hive, once.
+func (a *agent) stop() {
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	if err := a.hive.Stop(hivetest.Logger(a.t), context.Background()); err != nil {
+		a.t.Errorf("stop: %s", err)
+	}
+}
+
+// expect sends a request and fails the test unless the answer has the
+// status and contains want. It returns the body.
+func (a *agent) expect(t *testing.T, method, path, body string, status int, want string) string {
+	t.Helper()
+	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != status || !strings.Contains(string(b), want) {
+		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, resp.StatusCode, b, status, want)
+	}
+	return string(b)
+}
+
+// rule returns a desired rule with its status, as GET /rules/{name} shows it.
+func (a *agent) rule(t *testing.T, name string) Rule {
+	t.Helper()
+	var r Rule
+	body := a.expect(t, "GET", "/rules/"+url.PathEscape(name), "", http.StatusOK, "")
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatalf("GET /rules/%s: %s in %q", name, err, body)
+	}
+	return r
+}
+
+// settle waits until every change made to the table so far has settled:
+// applied, or failed permanently. It waits with the reconciler's own
+// progress, no polling.
+func (a *agent) settle(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.rec.WaitUntilSettled(ctx, a.rules.Revision(a.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// insert writes rules into the table directly, as another cell of a
+// larger agent would, bypassing the API's checks.
+func (a *agent) insert(t *testing.T, specs ...RuleSpec) {
+	t.Helper()
+	wtxn := a.db.WriteTxn(a.rules)
+	for _, s := range specs {
+		if _, _, err := a.rules.Insert(wtxn, &Rule{RuleSpec: s, Status: reconciler.StatusPending()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wtxn.Commit()
+}
+
+// remove deletes rules from the table directly.
+func (a *agent) remove(t *testing.T, names ...string) {
+	t.Helper()
+	wtxn := a.db.WriteTxn(a.rules)
+	for _, name := range names {
+		if _, _, err := a.rules.Delete(wtxn, &Rule{RuleSpec: RuleSpec{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wtxn.Commit()
+}
+
+// otherTable is someone else's table in the namespace: the program must
+// leave it alone.
+const otherTable = `table inet someone_else {
+	chain c {
+		type filter hook input priority 10; policy accept;
+		tcp dport 4242 accept comment "not ours"
+	}
+}
+`
+
+func TestEndToEnd(t *testing.T) {
+	tn := newTestNamespace(t)
+	tn.run(t, otherTable, "-f", "-")
+	othersBefore := tn.run(t, "", "list", "table", "inet", "someone_else")
+	a := startAgent(t, "--netns", tn.ns.Path())
+
+	// The first Sync loads the base ruleset: no rules yet.
+	eventually(t, "the empty table", func() error { return tn.matches(t.Context(), nil) })
+
+	// Desired rules are applied, in name order, whatever the comment
+	// holds that nft could misread.
+	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22, "comment": "ssh"}`, http.StatusCreated, `"kind": "Pending"`)
+	a.expect(t, "PUT", "/rules/dns", `{"protocol": "udp", "port": 53}`, http.StatusCreated, `"name": "dns"`)
+	a.expect(t, "PUT", "/rules/web", `{"protocol": "tcp", "port": 8000, "end_port": 8099, "comment": "it's ünï \\ $x {}; # ok"}`,
+		http.StatusCreated, `"end_port": 8099`)
+	a.settle(t)
+	expected := []RuleSpec{
+		{Name: "dns", Protocol: "udp", Port: 53},
+		{Name: "ssh", Protocol: "tcp", Port: 22, Comment: "ssh"},
+		{Name: "web", Protocol: "tcp", Port: 8000, EndPort: 8099, Comment: `it's ünï \ $x {}; # ok`},
+	}
+	if err := tn.matches(t.Context(), expected); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range expected {
+		if r := a.rule(t, spec.Name); r.Status.Kind != reconciler.StatusKindDone {
+			t.Fatalf("%s: status %s, want Done", spec.Name, r.Status)
+		}
+	}
+	a.expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 8000-8099 accept comment "web: it's ünï \ $x {}; # ok"`)
+
+	// A change and a delete.
+	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 2222, "comment": "ssh"}`, http.StatusOK, `"port": 2222`)
+	a.expect(t, "DELETE", "/rules/dns", "", http.StatusNoContent, "")
+	a.settle(t)
+	expected = expected[1:]
+	expected[0].Port = 2222
+	if err := tn.matches(t.Context(), expected); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("bad requests change nothing", func(t *testing.T) {
+		ok := `{"protocol": "tcp", "port": 1}`
+		for _, c := range []struct {
+			method, path, body string
+			status             int
+			want               string
+		}{
+			{"PUT", "/rules/.hidden", ok, 400, `name \".hidden\"`},
+			{"PUT", "/rules/a%20b", ok, 400, `name \"a b\"`},
+			{"PUT", "/rules/x", `{"protocol": "icmp", "port": 1}`, 400, `protocol \"icmp\"`},
+			{"PUT", "/rules/x", `{"protocol": "tcp", "port": 70000}`, 400, "port 70000: want 1 to 65535"},
+			{"PUT", "/rules/x", `{"protocol": "tcp", "port": 9, "end_port": 8}`, 400, "end_port 8"},
+			{"PUT", "/rules/x", `{"protocol": "tcp", "port": 1, "comment": "\""}`, 400, "no double quotes"},
+			{"PUT", "/rules/x", `{"protocol": "tcp"}`, 400, `\"port\" is missing`},
+			{"PUT", "/rules/x", `{"protocol": "tcp", "port": 1, "porta": 2}`, 400, `unknown field \"porta\"`},
+			{"PUT", "/rules/x", "", 400, "empty body"},
+			{"PUT", "/rules/x", `{"protocol": "tcp", "port": 1, "comment": "` + strings.Repeat("c", maxBodySize) + `"}`, 413, "the request body is over"},
+			{"GET", "/rules/x", "", 404, `no desired rule \"x\"`},
+			{"DELETE", "/rules/x", "", 404, `no desired rule \"x\"`},
+			{"POST", "/rules", ok, 405, ""},
+		} {
+			a.expect(t, c.method, c.path, c.body, c.status, c.want)
+		}
+		a.settle(t)
+		if err := tn.matches(t.Context(), expected); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("invalid rules fail alone", func(t *testing.T) {
+		// Rules another writer put in the table, which the API would
+		// have refused; and one that passes our checks but not nft's.
+		a.insert(t,
+			RuleSpec{Name: "badport", Protocol: "tcp", Port: 70000},
+			RuleSpec{Name: "badproto", Protocol: "icmp", Port: 1},
+			RuleSpec{Name: "bad name", Protocol: "tcp", Port: 1},
+		)
+		long := strings.Repeat("x", 150)
+		a.expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "`+long+`"}`, http.StatusCreated, "")
+		a.expect(t, "PUT", "/rules/ntp", `{"protocol": "udp", "port": 123}`, http.StatusCreated, "")
+		a.settle(t)
+
+		for name, want := range map[string]string{
+			"badport":  "port 70000: want 1 to 65535",
+			"badproto": `protocol "icmp"`,
+			"bad name": `name "bad name"`,
+			"long":     "nft rejects rule long: comment too long",
+		} {
+			if r := a.rule(t, name); r.Status.Kind != reconciler.StatusKindError || !strings.Contains(r.Status.Error, want) {
+				t.Errorf("%s: status %s %q, want Error containing %q", name, r.Status.Kind, r.Status.Error, want)
+			}
+		}
+		if r := a.rule(t, "ntp"); r.Status.Kind != reconciler.StatusKindDone {
+			t.Fatalf("ntp: status %s, want Done", r.Status)
+		}
+		expected = byName(append(expected, RuleSpec{Name: "ntp", Protocol: "udp", Port: 123}))
+		if err := tn.matches(t.Context(), expected); err != nil {
+			t.Fatal(err)
+		}
+		a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "long: nft rejects rule long")
+
+		// Fixed or removed, they are applied or gone, and health is back.
+		a.expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "mdns"}`, http.StatusOK, "")
+		a.remove(t, "badport", "badproto", "bad name")
+		a.settle(t)
+		expected = byName(append(expected, RuleSpec{Name: "long", Protocol: "udp", Port: 5353, Comment: "mdns"}))
+		if err := tn.matches(t.Context(), expected); err != nil {
+			t.Fatal(err)
+		}
+		a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	})
+
+	t.Run("drift is repaired", func(t *testing.T) {
+		// Deleted behind its back: back at the next full reconciliation.
+		tn.run(t, "", "delete", "table", tableFamily, tableName)
+		eventually(t, "the table restored", func() error { return tn.matches(t.Context(), expected) })
+
+		// A stray rule and a changed policy, in one nft transaction
+		// (the next full reconciliation may come at any time): undone
+		// too, here at once on request.
+		tn.run(t, "add rule inet converge_firewall input tcp dport 9999 accept comment \"stray\"\n"+
+			"chain inet converge_firewall input { policy accept; }\n", "-f", "-")
+		a.rec.TriggerFullReconciliation()
+		eventually(t, "the stray rule removed", func() error { return tn.matches(t.Context(), expected) })
+	})
+
+	t.Run("operator endpoints", func(t *testing.T) {
+		a.expect(t, "GET", "/metrics", "", http.StatusOK,
+			`converge_reconciler_operations_total{module_id="firewall",name="",op="sync",result="ok"}`)
+		a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-rules"`)
+		a.expect(t, "GET", "/", "", http.StatusOK, "PUT    /rules/{name}")
+	})
+
+	t.Run("nothing changes after stop", func(t *testing.T) {
+		a.stop()
+		if err := tn.matches(t.Context(), expected); err != nil {
+			t.Fatalf("after stop: %s", err)
+		}
+		// Delete the table behind its back, and watch for longer than
+		// several full reconciliation intervals: a negative check, so
+		// it needs a window; nothing is waited for within it.
+		tn.run(t, "", "delete", "table", tableFamily, tableName)
+		window := time.After(5 * fullInterval)
+		for done := false; !done; {
+			select {
+			case <-window:
+				done = true
+			case <-time.After(fullInterval / 2):
+			}
+			if _, err := tn.live(t.Context()); err == nil {
+				t.Fatal("the table came back after the hive stopped")
+			}
+		}
+	})
+
+	// Someone else's table was never touched.
+	if got := tn.run(t, "", "list", "table", "inet", "someone_else"); got != othersBefore {
+		t.Fatalf("someone else's table changed:\n%s\nto\n%s", othersBefore, got)
+	}
+}
+
+// TestPrivateNamespace runs the firewall as "go run ./example/firewall"
+// does, in a namespace of its own, and checks through the API that it
+// works there and that the host's namespace is left alone.
+func TestPrivateNamespace(t *testing.T) {
+	newTestNamespace(t) // skips, or fails in CI, without nft or namespaces
+	a := startAgent(t)
+	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22}`, http.StatusCreated, "")
+	a.settle(t)
+	if r := a.rule(t, "ssh"); r.Status.Kind != reconciler.StatusKindDone {
+		t.Fatalf("ssh: status %s, want Done", r.Status)
+	}
+	a.expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 22 accept comment "ssh"`)
+	path, _ := findNft("nft")
+	if out, err := exec.CommandContext(t.Context(), path, "list", "table", tableFamily, tableName).CombinedOutput(); err == nil {
+		t.Fatalf("the table is in the host's namespace:\n%s", out)
+	}
+}

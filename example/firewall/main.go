@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/hive/shell"
+	"github.com/cilium/statedb"
+	"github.com/spf13/cobra"
+
+	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/metrics"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// defaultShellSocket is where the running program serves the hive shell
+// (flag --shell-sock-path). "go run ./example/firewall shell" connects to
+// it.
+const defaultShellSocket = "firewall-shell.sock"
+
+// firewallCell is the application: the table of desired rules, its
+// reconciler, the nft target and the HTTP server.
+var firewallCell = cell.Module(
+	"firewall",
+	"Keeps an nftables table in sync with a table of allowed ports",
+
+	cell.Config(defaultConfig),
+	cell.Invoke(Config.validate),
+
+	// The module's job group, in which the reconciler runs; its jobs
+	// report health under the module's cell.Health.
+	cell.ProvidePrivate(job.Registry.NewGroup),
+
+	cell.ProvidePrivate(
+		newDesiredRules,
+		newTarget,
+	),
+	// Public, so that other cells (and the test) can read the table and
+	// wait on the reconciler. The table is writable by them too: in a
+	// larger agent, rules come from more than the API, and the reconciler
+	// reports a rule it cannot apply on that rule alone.
+	cell.Provide(
+		newRulesTable,
+		statedb.RWTable[*Rule].ToTable,
+		newFirewallReconciler,
+		newServer,
+	),
+
+	// Cells are constructed only when something needs them: ask for the
+	// server and the reconciler.
+	cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*Rule]) {}),
+)
+
+// cells are the whole application; newHive builds the hive from them.
+var cells = []cell.Cell{
+	statedb.Cell,        // the in-memory database and its db/... shell commands
+	job.Cell,            // background jobs that start and stop with the hive
+	agentkit.HealthCell, // cell.Health, read by /healthz
+	reconciler.Cell,     // converge's registry and reconciler/... shell commands
+	metrics.Cell,        // converge's Prometheus metrics and reconciler/metrics
+	shell.ServerCell(defaultShellSocket),
+	firewallCell,
+}
+
+// newHive returns the application's hive, with extra cells added (the
+// test adds one that captures objects to drive it).
+func newHive(extra ...cell.Cell) *hive.Hive {
+	opts := hive.DefaultOptions()
+	// Log start and stop hooks only when they are slow.
+	opts.LogThreshold = 100 * time.Millisecond
+	return hive.NewWithOptions(opts, append(slices.Clone(cells), extra...)...)
+}
+
+func main() {
+	h := newHive()
+	cmd := &cobra.Command{
+		Use:   "firewall",
+		Short: "Keep an nftables table in sync with a table of allowed ports",
+		Long: "Keeps the nftables table inet converge_firewall, in a private network namespace\n" +
+			"(or --netns), in sync with a table of allowed ports that an HTTP API changes,\n" +
+			"using converge's whole-set reconciler. Needs root. See the package documentation.",
+		SilenceUsage: true,
+		RunE: func(*cobra.Command, []string) error {
+			return h.Run(slog.Default())
+		},
+	}
+	h.RegisterFlags(cmd.Flags())
+	cmd.AddCommand(
+		shell.ShellCmd(defaultShellSocket, "firewall> ", greeting),
+		h.Command(),
+	)
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func greeting(w io.Writer) {
+	fmt.Fprintln(w, "converge firewall shell: try reconciler/status, db/show desired-rules, health, help")
+}
