@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
@@ -58,7 +56,7 @@ func (a *fileAPI) put(w http.ResponseWriter, r *http.Request) {
 	spec, err := readPut(w, r)
 	if err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, errTooLarge) {
+		if errors.Is(err, errTooLarge) || errors.Is(err, agentkit.ErrTooLarge) {
 			status = http.StatusRequestEntityTooLarge
 		}
 		agentkit.WriteError(w, status, err)
@@ -85,20 +83,8 @@ func readPut(w http.ResponseWriter, r *http.Request) (FileSpec, error) {
 		return spec, spec.validate() // says what is wrong with the name
 	}
 	var req putRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodySize))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.As(err, &tooLarge):
-			return spec, fmt.Errorf("%w: the request body is over %d bytes", errTooLarge, tooLarge.Limit)
-		case errors.Is(err, io.EOF):
-			err = errors.New(`empty body, want {"content": "...", "mode": "0644"}`)
-		}
-		return spec, fmt.Errorf("bad JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return spec, errors.New("bad JSON: unexpected data after the object")
+	if err := agentkit.DecodeJSON(w, r, maxBodySize, &req, `{"content": "...", "mode": "0644"}`); err != nil {
+		return spec, err
 	}
 	if req.Content == nil {
 		return spec, errors.New(`bad request: "content" is missing (use "" for an empty file)`)

@@ -78,6 +78,18 @@ func Key(r *netlink.Route) netip.Prefix {
 	return netip.PrefixFrom(addr.Unmap(), ones)
 }
 
+// ipv6DefaultPriority is the metric the kernel gives an IPv6 route that
+// asks for none (IP6_RT_PRIO_USER); IPv4 routes keep 0.
+const ipv6DefaultPriority = 1024
+
+// priority is the priority the kernel gives r.
+func priority(r *netlink.Route) int {
+	if r.Priority == 0 && Key(r).Addr().Is6() {
+		return ipv6DefaultPriority
+	}
+	return r.Priority
+}
+
 // Diff compares the owned routes in the kernel, have, with the desired
 // ones, want (by Key). It returns the desired routes that are missing or
 // differ in gateway, device or priority, to be replaced, and the owned
@@ -90,7 +102,7 @@ func Diff(have []netlink.Route, want map[netip.Prefix]*netlink.Route) (replace, 
 		k := Key(h)
 		w := want[k]
 		switch {
-		case w == nil || w.Priority != h.Priority:
+		case w == nil || priority(w) != h.Priority:
 			remove = append(remove, h)
 		case h.Gw.Equal(w.Gw) && (w.LinkIndex == 0 || w.LinkIndex == h.LinkIndex):
 			ok[k] = true

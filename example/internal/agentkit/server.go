@@ -5,6 +5,7 @@ import (
 	"errors"
 	"expvar"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -137,4 +138,31 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 // WriteError writes err as {"error": "..."}.
 func WriteError(w http.ResponseWriter, status int, err error) {
 	WriteJSON(w, status, map[string]string{"error": err.Error()})
+}
+
+// ErrTooLarge is wrapped by DecodeJSON's error for a body over its limit.
+var ErrTooLarge = errors.New("request body too large")
+
+// DecodeJSON decodes a request body holding exactly one JSON object into
+// v, refusing unknown fields (so that a typo is not silently ignored),
+// bodies over maxBytes (wrapping ErrTooLarge), and anything after the
+// object. example says what a body should look like, for the error of an
+// empty one.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any, example string) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			return fmt.Errorf("%w: the request body is over %d bytes", ErrTooLarge, tooLarge.Limit)
+		case errors.Is(err, io.EOF):
+			err = fmt.Errorf("empty body, want %s", example)
+		}
+		return fmt.Errorf("bad JSON: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("bad JSON: unexpected data after the object")
+	}
+	return nil
 }
