@@ -136,7 +136,7 @@ func TestDiff(t *testing.T) {
 		*route("10.0.1.0/24", "192.0.2.253", 2), // other gateway
 		*route("10.0.2.0/24", "192.0.2.254", 2), // not desired
 		*route("10.0.3.0/24", "192.0.2.254", 2), // other priority
-		*route("2001:db8:1::/48", "", 2),         // matches: the kernel's default IPv6 metric
+		*route("2001:db8:1::/48", "", 2),        // matches: the kernel's default IPv6 metric
 	}
 	have[len(have)-1].Priority = 1024
 	want := map[netip.Prefix]*netlink.Route{}
