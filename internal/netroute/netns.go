@@ -79,6 +79,13 @@ func OpenNamespace(path string) (*Namespace, error) {
 	return n, nil
 }
 
+// Path is a path that opens the namespace for as long as n is open, for
+// OpenNamespace or another program (ip netns exec does not take it, but
+// nsenter --net=PATH does).
+func (n *Namespace) Path() string {
+	return fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), int(n.ns))
+}
+
 // Do runs fn on an OS thread that is in the namespace, for opening
 // sockets in it. The thread is discarded afterwards.
 func (n *Namespace) Do(fn func() error) error {
