@@ -182,7 +182,10 @@ func (o *routeOps) deletable(r *Route) (*netlink.Route, bool) {
 	if err != nil {
 		return nil, false
 	}
-	kr := &netlink.Route{Dst: netroute.IPNet(p.prefix)}
+	// Scope "nowhere" matches a route of any scope, as ip route del
+	// does: the kernel compares any other scope, and 0 (universe) would
+	// never match a device route (scope link), which would then stay.
+	kr := &netlink.Route{Dst: netroute.IPNet(p.prefix), Scope: netlink.SCOPE_NOWHERE}
 	o.k.owner.Own(kr)
 	return kr, true
 }
