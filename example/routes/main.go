@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/cilium/hive"
@@ -19,50 +18,53 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// routesCell is the application: the table of desired routes, the
+// routesModule is the application: the table of desired routes, the
 // kernel it reconciles them into, the reconciler and the HTTP server.
-var routesCell = cell.Module(
-	"routes",
-	"Keeps kernel routes in sync with a table of desired routes",
+// extra cells go inside the module, where the test reaches what the
+// module keeps private (the writable table).
+func routesModule(extra ...cell.Cell) cell.Cell {
+	return cell.Module(
+		"routes",
+		"Keeps kernel routes in sync with a table of desired routes",
+		append([]cell.Cell{
+			cell.Config(defaultConfig),
+			cell.Invoke(Config.validate),
 
-	cell.Config(defaultConfig),
-	cell.Invoke(Config.validate),
+			// The module's job group, in which the reconciler runs.
+			cell.ProvidePrivate(job.Registry.NewGroup),
 
-	// The module's job group, in which the reconciler runs.
-	cell.ProvidePrivate(job.Registry.NewGroup),
-
-	cell.ProvidePrivate(
-		newRoutesTable, // statedb.RWTable[*Route]: only this module writes
-		newRouteOps,
-		newDesiredRoutes,
-	),
-	// Public, so that the test can read the table, wait on the
-	// reconciler and look into the kernel.
-	cell.Provide(
-		statedb.RWTable[*Route].ToTable,
-		newKernel,
-		newRouteReconciler,
-		newServer,
-	),
-	cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*Route]) {}),
-)
-
-// cells are the whole application; newHive builds the hive from them.
-var cells = []cell.Cell{
-	statedb.Cell,
-	job.Cell,
-	agentkit.HealthCell, // cell.Health, read by /healthz
-	reconciler.Cell,     // converge's registry, for /status
-	metrics.Cell,        // converge's Prometheus metrics, for /metrics
-	routesCell,
+			cell.ProvidePrivate(
+				newRoutesTable, // statedb.RWTable[*Route]: only this module writes
+				newRouteOps,
+				newDesiredRoutes,
+			),
+			// Public, so that the test can read the table, wait on the
+			// reconciler and look into the kernel.
+			cell.Provide(
+				statedb.RWTable[*Route].ToTable,
+				newKernel,
+				newRouteReconciler,
+				newServer,
+			),
+			cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*Route]) {}),
+		}, extra...)...,
+	)
 }
 
-// newHive returns the application's hive, with extra cells added (the
-// test adds one that captures objects to drive it).
+// newHive returns the application's hive, with extra cells added inside
+// the routes module (the test adds one that captures objects to drive
+// it).
 func newHive(extra ...cell.Cell) *hive.Hive {
 	opts := hive.DefaultOptions()
 	opts.LogThreshold = 100 * time.Millisecond // log only slow start and stop hooks
-	return hive.NewWithOptions(opts, append(slices.Clone(cells), extra...)...)
+	return hive.NewWithOptions(opts,
+		statedb.Cell,
+		job.Cell,
+		agentkit.HealthCell, // cell.Health, read by /healthz
+		reconciler.Cell,     // converge's registry, for /status
+		metrics.Cell,        // converge's Prometheus metrics, for /metrics
+		routesModule(extra...),
+	)
 }
 
 // newRouteReconciler starts converge's reconciler on the desired-routes
