@@ -1,0 +1,503 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+	"github.com/vishvananda/netlink"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+
+	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/internal/netroute"
+	"github.com/converge-go/converge/internal/netroute/nstest"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// fullInterval is the test's full reconciliation interval: short, so that
+// drift is repaired quickly.
+const fullInterval = 200 * time.Millisecond
+
+// agent is one running routes agent, in-process: the same cells as main,
+// with the flags a user would give, and handles on its insides.
+type agent struct {
+	t       *testing.T
+	hive    *hive.Hive
+	url     string
+	client  *http.Client
+	db      *statedb.DB
+	routes  statedb.RWTable[*Route]
+	rec     reconciler.Reconciler[*Route]
+	kernel  *kernel
+	stopped bool
+}
+
+// startAgent starts the agent with flags added to the test's own. It
+// listens on a free port of 127.0.0.1. Where no network namespace can be
+// had, it skips the test (fails it under CI).
+func startAgent(t *testing.T, flags ...string) *agent {
+	t.Helper()
+	nstest.New(t).Close() // skip or fail here, saying why, if the agent could not start
+	a := &agent{
+		t: t,
+		// No keep-alives: an idle connection's goroutines would outlive
+		// the test and trip goleak.
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
+	}
+	var srv *agentkit.Server
+	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, routes statedb.RWTable[*Route], rec reconciler.Reconciler[*Route], k *kernel) {
+		srv, a.db, a.routes, a.rec, a.kernel = s, db, routes, rec, k
+	}))
+	fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
+	a.hive.RegisterFlags(fs)
+	args := append([]string{
+		"--http-addr", "127.0.0.1:0",
+		"--full-reconciliation-interval", fullInterval.String(),
+	}, flags...)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	log := hivetest.Logger(t)
+	if err := a.hive.Start(log, t.Context()); err != nil {
+		a.hive.Stop(log, context.Background())
+		t.Fatal(err)
+	}
+	a.url = "http://" + srv.Addr()
+	t.Cleanup(a.stop)
+	return a
+}
+
+// stop stops the hive, once.
+func (a *agent) stop() {
+	if a.stopped {
+		return
+	}
+	a.stopped = true
+	if err := a.hive.Stop(hivetest.Logger(a.t), context.Background()); err != nil {
+		a.t.Errorf("stop: %s", err)
+	}
+}
+
+// expect sends a request and fails the test unless the answer has the
+// status and contains want. It returns the body.
+func (a *agent) expect(t *testing.T, method, path, body string, status int, want string) string {
+	t.Helper()
+	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != status || !strings.Contains(string(b), want) {
+		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, resp.StatusCode, b, status, want)
+	}
+	return string(b)
+}
+
+// settle waits until every change made to the table so far has settled:
+// Done, or failed for good.
+func (a *agent) settle(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := a.rec.WaitUntilSettled(ctx, a.routes.Revision(a.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// statuses returns every desired route's status, as GET /routes shows it.
+func (a *agent) statuses(t *testing.T) map[string]reconciler.Status {
+	t.Helper()
+	var routes []Route
+	body := a.expect(t, "GET", "/routes", "", http.StatusOK, "")
+	if err := json.Unmarshal([]byte(body), &routes); err != nil {
+		t.Fatalf("GET /routes: %s in %q", err, body)
+	}
+	out := map[string]reconciler.Status{}
+	for _, r := range routes {
+		out[r.Prefix] = r.Status
+	}
+	return out
+}
+
+// inKernel describes the owned routes in the namespace, by prefix: "via
+// GATEWAY dev DEVICE", as ip route shows them.
+func inKernel(h *netlink.Handle, o netroute.Owner) (map[string]string, error) {
+	routes, err := o.List(h)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, r := range routes {
+		var parts []string
+		if r.Gw != nil {
+			parts = append(parts, "via "+r.Gw.String())
+		}
+		link, err := h.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, "dev "+link.Attrs().Name)
+		out[netroute.Key(&r).String()] = strings.Join(parts, " ")
+	}
+	return out, nil
+}
+
+// kernelMismatch says how the agent's routes in the kernel differ from
+// want, or returns nil when they match exactly.
+func (a *agent) kernelMismatch(want map[string]string) error {
+	have, err := inKernel(a.kernel.handle(), a.kernel.owner)
+	if err != nil {
+		return err
+	}
+	if !maps.Equal(have, want) {
+		return fmt.Errorf("kernel has %v, want %v", have, want)
+	}
+	return nil
+}
+
+// eventually waits until check passes, looking every 10ms for at most
+// 10s. It is for changes made behind the agent's back: the kernel has no
+// watch channel for the test to wait on, and the repair comes with the
+// next full reconciliation.
+func eventually(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestEndToEnd runs the agent in its own private namespace, once with
+// batches and once with one netlink request per route, and drives it as
+// a user would: over HTTP, and with changes made behind its back.
+func TestEndToEnd(t *testing.T) {
+	for _, mode := range []struct{ name, batch, concurrency string }{
+		{"batch", "--batch=true", "--concurrency=1"},
+		{"per-route", "--batch=false", "--concurrency=4"},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			testEndToEnd(t, startAgent(t, mode.batch, mode.concurrency))
+		})
+	}
+}
+
+func testEndToEnd(t *testing.T, a *agent) {
+	// Desired routes are installed and read back from the kernel.
+	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, `"kind": "Pending"`)
+	a.expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusCreated, `"device": "converge0"`)
+	a.expect(t, "PUT", "/routes/2001:db8:1::/48", `{"gateway": "2001:db8::2", "device": "converge0"}`, http.StatusCreated, "")
+	a.expect(t, "PUT", "/routes/0.0.0.0/0", `{"gateway": "192.0.2.1"}`, http.StatusCreated, "")
+	a.settle(t)
+	want := map[string]string{
+		"10.1.0.0/24":     "via 192.0.2.254 dev converge0",
+		"10.2.0.0/16":     "dev converge0",
+		"2001:db8:1::/48": "via 2001:db8::2 dev converge0",
+		"0.0.0.0/0":       "via 192.0.2.1 dev converge0",
+	}
+	if err := a.kernelMismatch(want); err != nil {
+		t.Fatal(err)
+	}
+	for prefix, s := range a.statuses(t) {
+		if s.Kind != reconciler.StatusKindDone {
+			t.Fatalf("%s: %s, want Done", prefix, s)
+		}
+	}
+
+	// A change replaces the route; putting the same route again is a 200
+	// that changes nothing; a delete removes it.
+	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.253"}`, http.StatusOK, `"gateway": "192.0.2.253"`)
+	a.expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusOK, `"kind": "Done"`)
+	a.expect(t, "DELETE", "/routes/0.0.0.0/0", "", http.StatusNoContent, "")
+	a.settle(t)
+	want["10.1.0.0/24"] = "via 192.0.2.253 dev converge0"
+	delete(want, "0.0.0.0/0")
+	if err := a.kernelMismatch(want); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("bad requests change nothing", func(t *testing.T) {
+		before := a.routes.Revision(a.db.ReadTxn())
+		gw := `{"gateway": "192.0.2.254"}`
+		for _, c := range []struct {
+			method, path, body string
+			status             int
+			want               string
+		}{
+			{"PUT", "/routes/10.9.0.0", gw, 400, `malformed prefix \"10.9.0.0\"`},
+			{"PUT", "/routes/10.9.0.1/24", gw, 400, "did you mean 10.9.0.0/24?"},
+			{"PUT", "/routes/10.9.0.0/33", gw, 400, "malformed prefix"},
+			{"PUT", "/routes/2001:DB8:9::/48", `{"device": "converge0"}`, 400, "write 2001:db8:9::/48"},
+			{"PUT", "/routes/10.9.0.0/24", `{}`, 400, "needs a gateway, a device, or both"},
+			{"PUT", "/routes/10.9.0.0/24", `{"gateway": "2001:db8::2"}`, 400, "not of the family of 10.9.0.0/24"},
+			{"PUT", "/routes/10.9.0.0/24", `{"gateway": "192.0.2"}`, 400, `malformed gateway \"192.0.2\"`},
+			{"PUT", "/routes/10.9.0.0/24", `{"device": "a/b"}`, 400, `device name \"a/b\"`},
+			{"PUT", "/routes/10.9.0.0/24", `{"gw": "192.0.2.254"}`, 400, `unknown field \"gw\"`},
+			{"PUT", "/routes/10.9.0.0/24", `{"gateway": `, 400, "bad JSON"},
+			{"PUT", "/routes/10.9.0.0/24", "", 400, "empty body"},
+			{"PUT", "/routes/10.9.0.0/24", `{"device": "` + strings.Repeat("x", maxBodySize) + `"}`, 413, ""},
+			{"GET", "/routes/10.9.0.0/24", "", 404, `no desired route for \"10.9.0.0/24\"`},
+			{"DELETE", "/routes/10.9.0.0/24", "", 404, `no desired route for \"10.9.0.0/24\"`},
+			{"POST", "/routes", gw, 405, ""},
+		} {
+			a.expect(t, c.method, c.path, c.body, c.status, c.want)
+		}
+		if after := a.routes.Revision(a.db.ReadTxn()); after != before {
+			t.Fatalf("the table changed: revision %d, was %d", after, before)
+		}
+		if err := a.kernelMismatch(want); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("invalid routes fail alone", func(t *testing.T) {
+		// Valid to the API, refused by the kernel.
+		a.expect(t, "PUT", "/routes/10.3.0.0/24", `{"gateway": "203.0.113.1"}`, http.StatusCreated, "")
+		a.expect(t, "PUT", "/routes/10.4.0.0/24", `{"device": "nosuch0"}`, http.StatusCreated, "")
+		// Invalid, written to the table by another part of the program.
+		wtxn := a.db.WriteTxn(a.routes)
+		for _, spec := range []RouteSpec{
+			{Prefix: "10.5.0.0", Gateway: "192.0.2.254"},
+			{Prefix: "10.6.0.0/24", Gateway: "2001:db8::2"},
+		} {
+			a.routes.Insert(wtxn, &Route{RouteSpec: spec, Status: reconciler.StatusPending()})
+		}
+		wtxn.Commit()
+		// And a good one in the same round, which succeeds.
+		a.expect(t, "PUT", "/routes/10.7.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, "")
+		a.settle(t)
+
+		failing := map[string]string{
+			"10.3.0.0/24": "gateway 203.0.113.1 unreachable",
+			"10.4.0.0/24": `device \"nosuch0\" not found`,
+			"10.5.0.0":    `malformed prefix \"10.5.0.0\"`,
+			"10.6.0.0/24": "not of the family",
+		}
+		for prefix, why := range failing {
+			body := a.expect(t, "GET", "/routes/"+prefix, "", http.StatusOK, `"kind": "Error"`)
+			if !strings.Contains(body, why) {
+				t.Errorf("GET /routes/%s: %s, want an error containing %q", prefix, body, why)
+			}
+		}
+		want["10.7.0.0/24"] = "via 192.0.2.254 dev converge0"
+		if err := a.kernelMismatch(want); err != nil {
+			t.Fatal(err)
+		}
+		if n := a.rec.Status().Retries; n != 0 {
+			t.Errorf("%d retries queued for permanent errors", n)
+		}
+		health := a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "unreachable")
+		if !strings.Contains(health, "nosuch0") {
+			t.Errorf("/healthz does not name the missing device: %s", health)
+		}
+
+		for prefix := range failing {
+			if prefix != "10.5.0.0" { // the API refuses to address it, as it refused to create it
+				a.expect(t, "DELETE", "/routes/"+prefix, "", http.StatusNoContent, "")
+			}
+		}
+		wtxn = a.db.WriteTxn(a.routes)
+		if _, hadOld, _ := a.routes.Delete(wtxn, &Route{RouteSpec: RouteSpec{Prefix: "10.5.0.0"}}); !hadOld {
+			t.Fatal("10.5.0.0 was not in the table")
+		}
+		wtxn.Commit()
+		a.settle(t)
+		a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+		if err := a.kernelMismatch(want); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("drift is repaired and strays pruned", func(t *testing.T) {
+		h, o := a.kernel.handle(), a.kernel.owner
+		dummy, err := h.LinkByName("converge0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		route := func(prefix, gw string) *netlink.Route {
+			r := &netlink.Route{Dst: netroute.IPNet(netip.MustParsePrefix(prefix)), Gw: net.ParseIP(gw), LinkIndex: dummy.Attrs().Index}
+			o.Own(r)
+			return r
+		}
+		// Behind its back: one route deleted, one changed, one added
+		// that nobody desires, and one of another protocol in its table.
+		gone := route("10.2.0.0/16", "")
+		gone.Scope = netlink.SCOPE_NOWHERE // any scope, as ip route del
+		for _, err := range []error{
+			h.RouteDel(gone),
+			h.RouteReplace(route("10.1.0.0/24", "192.0.2.99")),
+			h.RouteReplace(route("10.8.0.0/24", "192.0.2.254")),
+		} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		foreign := route("10.9.0.0/24", "192.0.2.254")
+		foreign.Protocol = unix.RTPROT_STATIC
+		if err := h.RouteReplace(foreign); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "repair", func() error { return a.kernelMismatch(want) })
+
+		others, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: o.Table, Protocol: unix.RTPROT_STATIC},
+			netlink.RT_FILTER_TABLE|netlink.RT_FILTER_PROTOCOL)
+		if err != nil || len(others) != 1 {
+			t.Fatalf("the route of another protocol: %v, %v; want it left alone", others, err)
+		}
+		for prefix, s := range a.statuses(t) {
+			if s.Kind != reconciler.StatusKindDone {
+				t.Errorf("%s: %s, want Done", prefix, s)
+			}
+		}
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		a.expect(t, "GET", "/metrics", "", http.StatusOK,
+			`converge_reconciler_operations_total{module_id="routes",name="",op="update",result="ok"}`)
+		a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-routes"`)
+	})
+}
+
+// TestExistingNamespace runs the agent in a namespace it did not create
+// (--netns), beside routes that are not its own: it prunes only its own,
+// and once stopped it leaves the kernel alone.
+func TestExistingNamespace(t *testing.T) {
+	ns := nstest.New(t)
+	link, err := ns.AddDummy("eth0", netip.MustParsePrefix("198.51.100.1/24"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := netroute.Owner{Table: 100, Protocol: 201}
+	route := func(prefix string, table int, proto netlink.RouteProtocol) *netlink.Route {
+		return &netlink.Route{
+			Dst:       netroute.IPNet(netip.MustParsePrefix(prefix)),
+			Gw:        net.ParseIP("198.51.100.254"),
+			LinkIndex: link.Attrs().Index,
+			Table:     table,
+			Protocol:  proto,
+		}
+	}
+	// Left by an earlier run: the agent's, and nobody desires it now.
+	stray := route("10.99.0.0/24", owner.Table, owner.Protocol)
+	// Not the agent's: in the main table, and of another protocol in its
+	// table. (A desired prefix would replace the latter: the kernel keeps
+	// one route per prefix, table and metric, whatever the protocol.)
+	foreign := []*netlink.Route{
+		route("10.1.0.0/24", unix.RT_TABLE_MAIN, owner.Protocol),
+		route("10.3.0.0/24", owner.Table, unix.RTPROT_STATIC),
+	}
+	for _, r := range append([]*netlink.Route{stray}, foreign...) {
+		if err := ns.Handle.RouteAdd(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := func() []string {
+		routes, err := ns.Handle.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range routes {
+			if r.Protocol == unix.RTPROT_KERNEL {
+				continue // the device's subnet, local and multicast routes
+			}
+			out = append(out, fmt.Sprintf("%s table %d proto %d gw %s", netroute.Key(&r), r.Table, r.Protocol, r.Gw))
+		}
+		slices.Sort(out)
+		return out
+	}
+
+	// Goroutines running now are the test's; whatever the agent starts
+	// must be gone once it stops.
+	ignore := goleak.IgnoreCurrent()
+	a := startAgent(t, "--netns", ns.Path(), "--table", "100", "--protocol", "201")
+	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "198.51.100.253"}`, http.StatusCreated, "")
+	a.expect(t, "PUT", "/routes/10.2.0.0/24", `{"device": "eth0"}`, http.StatusCreated, "")
+	a.settle(t)
+	want := map[string]string{"10.1.0.0/24": "via 198.51.100.253 dev eth0", "10.2.0.0/24": "dev eth0"}
+	eventually(t, "prune of the stray", func() error { return a.kernelMismatch(want) })
+	before := all()
+	if want := []string{
+		"10.1.0.0/24 table 100 proto 201 gw 198.51.100.253",
+		"10.1.0.0/24 table 254 proto 201 gw 198.51.100.254", // foreign: the main table
+		"10.2.0.0/24 table 100 proto 201 gw <nil>",
+		"10.3.0.0/24 table 100 proto 4 gw 198.51.100.254", // foreign: another protocol
+	}; !slices.Equal(before, want) {
+		t.Fatalf("routes in the namespace:\n%v\nwant\n%v", strings.Join(before, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Stopped, the agent leaves its routes in place (they are the
+	// namespace owner's now), and nothing of it runs any more: a route
+	// deleted afterwards stays deleted.
+	a.stop()
+	if err := goleak.Find(ignore); err != nil {
+		t.Fatalf("the agent left goroutines running: %v", err)
+	}
+	if after := all(); !slices.Equal(after, before) {
+		t.Fatalf("stopping changed the routes:\n%v\nto\n%v", before, after)
+	}
+	mine := &netlink.Route{Dst: netroute.IPNet(netip.MustParsePrefix("10.1.0.0/24")), Scope: netlink.SCOPE_NOWHERE}
+	owner.Own(mine)
+	if err := ns.Handle.RouteDel(mine); err != nil {
+		t.Fatal(err)
+	}
+	if after := all(); len(after) != len(before)-1 {
+		t.Fatalf("after deleting one of %d routes: %v", len(before), after)
+	}
+}
+
+// An agent that cannot start its kernel side says why and starts nothing.
+func TestStartErrors(t *testing.T) {
+	nstest.New(t).Close()
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--netns", "/nonexistent/netns"}, "network namespace /nonexistent/netns"},
+		{[]string{"--table", "254"}, "--table 254"},
+		{[]string{"--protocol", "2"}, "--protocol 2"},
+		{[]string{"--device-addrs", "192.0.2.1"}, "--device-addrs"},
+	} {
+		h := newHive()
+		fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
+		h.RegisterFlags(fs)
+		if err := fs.Parse(append([]string{"--http-addr", "127.0.0.1:0"}, c.flags...)); err != nil {
+			t.Fatal(err)
+		}
+		log := hivetest.Logger(t)
+		err := h.Start(log, t.Context())
+		h.Stop(log, context.Background())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: start: %v, want an error containing %q", c.flags, err, c.want)
+		}
+	}
+}
