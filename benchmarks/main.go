@@ -7,6 +7,7 @@
 //	go run ./benchmarks -only 'noop|full' -json
 //	go run ./benchmarks -only noop -side converge -cpuprofile cpu.out
 //	go run ./benchmarks -only latency   # isolated changes, trickles, a trickle during a bulk load
+//	go run ./benchmarks -only routes    # kernel routes over netlink; needs root
 //
 // See benchmarks/README.md for what each workload measures.
 package main
@@ -73,6 +74,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.syncObjects, "sync-objects", o.syncObjects, "sync-storm: objects in the table")
 	fs.IntVar(&o.syncRate, "sync-rate", o.syncRate, "sync-storm: single-object changes per second")
 	fs.DurationVar(&o.syncDuration, "sync-duration", o.syncDuration, "sync-storm: how long the storm lasts")
+	fs.IntVar(&o.routesSmall, "routes-small", o.routesSmall, "routes-<n>: kernel routes in the small run (needs root)")
+	fs.IntVar(&o.routesLarge, "routes-large", o.routesLarge, "routes-<n>: kernel routes in the large run (needs root)")
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -116,6 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"trickle-samples": o.trickleSamples, "bulk-objects": o.bulkObjects, "bulk-loads": o.bulkLoads,
 		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
 		"sync-objects": o.syncObjects, "sync-rate": o.syncRate,
+		"routes-small": o.routesSmall, "routes-large": o.routesLarge,
 	} {
 		if n < 1 {
 			return o, fmt.Errorf("-%s must be at least 1", name)
@@ -137,6 +141,7 @@ func sizeFields(s *sizes) map[string]any {
 		"retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,
 		"full-objects": &s.fullObjects, "run-timeout": &s.runTimeout,
 		"sync-objects": &s.syncObjects, "sync-rate": &s.syncRate, "sync-duration": &s.syncDuration,
+		"routes-small": &s.routesSmall, "routes-large": &s.routesLarge,
 	}
 }
 
@@ -206,15 +211,26 @@ func writeMemProfile(path string) error {
 // goes to log.
 func runSuite(o options, log io.Writer) ([]row, error) {
 	var rows []row
+	var skipped []error
 	for _, w := range workloads(o.sizes) {
 		if !o.only.MatchString(w.name) {
 			continue
+		}
+		if w.skip != nil {
+			if err := w.skip(); err != nil {
+				fmt.Fprintf(log, "%s: skipped: %v\n", w.name, err)
+				skipped = append(skipped, fmt.Errorf("%s skipped: %w", w.name, err))
+				continue
+			}
 		}
 		r, err := runWorkload(w, o, log)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", w.name, err)
 		}
 		rows = append(rows, r...)
+	}
+	if len(rows) == 0 && len(skipped) > 0 {
+		return nil, errors.Join(skipped...)
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("no workload matches -only %q", o.only)

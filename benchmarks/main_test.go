@@ -33,6 +33,8 @@ func tinySizes() sizes {
 		retryObjects:   200,
 		retryHeal:      50 * time.Millisecond,
 		fullObjects:    1000,
+		routesSmall:    200,
+		routesLarge:    500,
 		runTimeout:     time.Minute,
 		syncObjects:    500,
 		syncRate:       200,

@@ -23,6 +23,8 @@ type sizes struct {
 	retryObjects   int           // retry-storm: objects inserted
 	retryHeal      time.Duration // retry-storm: how long the target fails
 	fullObjects    int           // full: objects in the table
+	routesSmall    int           // routes-<n>: kernel routes, the small size
+	routesLarge    int           // routes-<n>: kernel routes, the large size
 	runTimeout     time.Duration // the most one run may take
 
 	syncObjects  int           // sync-storm: objects in the table
@@ -47,6 +49,8 @@ func fullSizes() sizes {
 		retryObjects:   100_000,
 		retryHeal:      2 * time.Second,
 		fullObjects:    1_000_000,
+		routesSmall:    10_000,
+		routesLarge:    100_000,
 		runTimeout:     5 * time.Minute,
 		syncObjects:    100_000,
 		syncRate:       1000,
@@ -73,6 +77,8 @@ func quickSizes() sizes {
 		retryObjects:   5000,
 		retryHeal:      300 * time.Millisecond,
 		fullObjects:    50_000,
+		routesSmall:    1000,
+		routesLarge:    10_000,
 		runTimeout:     time.Minute,
 		syncObjects:    20_000,
 		syncRate:       1000,
@@ -128,6 +134,11 @@ type workload struct {
 	name     string
 	variants []variant
 	rows     []rowSpec
+
+	// skip, when set, says why the workload cannot run on this machine,
+	// or returns nil when it can. A skipped workload's rows are left out
+	// of the result, with the reason in the progress log.
+	skip func() error
 }
 
 // workloads returns every workload at the given sizes.
@@ -142,6 +153,8 @@ func workloads(sz sizes) []workload {
 		retryWorkload(sz),
 		fullWorkload(sz),
 		syncStormWorkload(sz),
+		routesWorkload(sz, sz.routesSmall),
+		routesWorkload(sz, sz.routesLarge),
 	}
 }
 
