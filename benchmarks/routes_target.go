@@ -79,8 +79,16 @@ func newRouteTarget(concurrency int, batch bool) (_ *routeTarget, err error) {
 	return t, nil
 }
 
-// close closes everything; the namespace and its routes go with it.
+// close closes everything; the namespace and its routes go with it. It
+// deletes the device first, which deletes its routes before close
+// returns: a namespace's teardown runs later in a kernel worker, under
+// the lock that route changes take, and would slow down the next run.
 func (t *routeTarget) close() {
+	if t.link != 0 {
+		if link, err := t.ns.Handle.LinkByIndex(t.link); err == nil {
+			t.ns.Handle.LinkDel(link)
+		}
+	}
 	for len(t.handles) > 0 {
 		(<-t.handles).Close()
 	}
