@@ -19,7 +19,10 @@
 //
 //   - A target that others share. The agent owns only the routes in its
 //     table (--table) that carry its protocol number (--protocol); Prune
-//     deletes those nobody desires and never looks at other routes.
+//     and Delete remove only those, and never look at other routes. Give
+//     it a table of its own all the same: the kernel keeps one route per
+//     prefix, table and metric, so a desired prefix replaces another
+//     protocol's route for that prefix in the agent's table.
 //   - Errors that retrying cannot fix. A missing device or an unreachable
 //     gateway fails with reconciler.Permanent naming the cause, on that
 //     route alone; a transient kernel error is retried with backoff.

@@ -41,7 +41,10 @@ func newRouteOps(log *slog.Logger, k *kernel) *routeOps {
 // agent's table. An invalid spec, a missing device, or a route the
 // kernel refuses (an unreachable gateway) fails with a Permanent error
 // that says why: retrying cannot help until the route or the device
-// changes. Other kernel errors are retried with backoff.
+// changes. Other kernel errors are retried with backoff. Replacing
+// matches the kernel's identity of a route (prefix, table, metric), not
+// the protocol: a route of another protocol for the same prefix in the
+// agent's table is replaced too.
 func (o *routeOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *Route) error {
 	kr, err := o.kernelRoute(r, nil)
 	if err != nil {
