@@ -38,7 +38,7 @@ type routeTarget struct {
 	// turns with: one per operation in flight, as a handle serves one
 	// request at a time.
 	handles chan *netlink.Handle
-	conn    *netroute.Conn // the batch operations' connection
+	conn    *netroute.Conn // the batch operations' connection, and Prune's dumps
 	harness *netroute.Conn // the benchmark's own, for drift
 	batch   bool           // Prune applies with conn rather than per route
 
@@ -140,7 +140,8 @@ func (t *routeTarget) prune(ctx context.Context, ids iter.Seq[uint64]) error {
 		defer func() { t.handles <- h }()
 		apply = netroute.PerRoute{Handle: h}
 	}
-	_, err := netroute.Sync(ctx, t.ns.Handle, routeOwner, want, func(netip.Prefix) bool { return true }, apply)
+	list := func() ([]netlink.Route, error) { return t.conn.List(routeOwner) }
+	_, err := netroute.Sync(ctx, list, want, func(netip.Prefix) bool { return true }, apply)
 	select {
 	case t.pruned <- struct{}{}:
 	default:
@@ -174,7 +175,7 @@ func (t *routeTarget) deleteBehindItsBack(ctx context.Context, ids []uint64) err
 // verify lists the owned routes and checks that they are exactly the
 // routes of ids [0, n).
 func (t *routeTarget) verify(n int) error {
-	have, err := routeOwner.List(t.ns.Handle)
+	have, err := t.harness.List(routeOwner)
 	if err != nil {
 		return fmt.Errorf("list routes: %w", err)
 	}

@@ -125,7 +125,8 @@ func (o *routeOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[
 		want[p.prefix] = kr
 		done[p.prefix] = err == nil && r.Status.Kind == reconciler.StatusKindDone
 	}
-	res, err := netroute.Sync(ctx, o.k.handle(), o.k.owner, want,
+	list := func() ([]netlink.Route, error) { return o.k.conn.List(o.k.owner) }
+	res, err := netroute.Sync(ctx, list, want,
 		func(p netip.Prefix) bool { return done[p] }, o.applier())
 	if res.Repaired > 0 || res.Removed > 0 {
 		o.log.Info("Repaired the agent's routes in the kernel", "repaired", res.Repaired, "pruned", res.Removed)

@@ -59,11 +59,12 @@ type SyncResult struct {
 // it deletes the owned routes that no entry of want has, and replaces the
 // wanted routes that are missing or differ (see Diff), but only those
 // for which repair returns true: a caller leaves out the routes it is
-// still working on itself. It lists the routes over h and changes them
-// with apply. A route already gone when it is deleted is fine.
-func Sync(ctx context.Context, h *netlink.Handle, o Owner, want map[netip.Prefix]*netlink.Route,
+// still working on itself. list returns the owned routes in the kernel
+// (Conn.List, or Owner.List over a handle); apply changes them. A route
+// already gone when it is deleted is fine.
+func Sync(ctx context.Context, list func() ([]netlink.Route, error), want map[netip.Prefix]*netlink.Route,
 	repair func(netip.Prefix) bool, apply Applier) (SyncResult, error) {
-	have, err := o.List(h)
+	have, err := list()
 	if err != nil {
 		return SyncResult{}, fmt.Errorf("list routes: %w", err)
 	}

@@ -43,6 +43,8 @@ type Conn struct {
 	seq  uint32
 	sbuf []byte
 	rbuf []byte
+
+	lastDump int // routes in the last List, to size the next
 }
 
 // OpenConn opens a Conn in the namespace.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -163,5 +165,59 @@ func TestDiff(t *testing.T) {
 	}
 	if got := keys(remove); len(got) != 2 || !got["10.0.2.0/24"] || !got["10.0.3.0/24"] {
 		t.Errorf("remove %v", got)
+	}
+}
+
+// Conn.List sees what Owner.List sees, through the netlink library: the
+// owner's routes of both families with the fields Diff and Key use, and
+// no route of another table or protocol.
+func TestConnList(t *testing.T) {
+	ns, link, c := setup(t)
+	idx := link.Attrs().Index
+	mine := []*netlink.Route{
+		route("10.1.0.0/24", "192.0.2.254", 0),
+		route("10.2.0.0/16", "", idx),
+		route("0.0.0.0/0", "192.0.2.253", idx),
+		route("2001:db8:1::/48", "2001:db8::2", idx),
+		route("::/0", "", idx),
+	}
+	mine[0].Priority = 7
+	otherProto := route("10.3.0.0/24", "192.0.2.254", 0)
+	otherProto.Protocol = unix.RTPROT_STATIC
+	otherTable := route("10.4.0.0/24", "192.0.2.254", 0)
+	otherTable.Table = 300
+	for _, r := range append(mine, otherProto, otherTable) {
+		if err := ns.Handle.RouteAdd(r); err != nil {
+			t.Fatalf("%v: %v", r, err)
+		}
+	}
+	describe := func(routes []netlink.Route) []string {
+		var out []string
+		for _, r := range routes {
+			out = append(out, fmt.Sprintf("%s gw %s dev %d table %d proto %d scope %d type %d metric %d",
+				netroute.Key(&r), r.Gw, r.LinkIndex, r.Table, r.Protocol, r.Scope, r.Type, r.Priority))
+		}
+		slices.Sort(out)
+		return out
+	}
+	viaLib, err := owner.List(ns.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaConn, err := c.List(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(viaConn) != len(mine) || !slices.Equal(describe(viaConn), describe(viaLib)) {
+		t.Fatalf("Conn.List:\n%s\nthe netlink library:\n%s",
+			strings.Join(describe(viaConn), "\n"), strings.Join(describe(viaLib), "\n"))
+	}
+	// What Conn.List returns is what Diff needs: nothing to do.
+	want := map[netip.Prefix]*netlink.Route{}
+	for _, r := range mine {
+		want[netroute.Key(r)] = r
+	}
+	if replace, remove := netroute.Diff(viaConn, want); len(replace)+len(remove) != 0 {
+		t.Fatalf("Diff of the listed routes: replace %d, remove %d", len(replace), len(remove))
 	}
 }
