@@ -6,6 +6,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/converge-go/converge/internal/netroute"
 )
@@ -22,6 +23,10 @@ type kernel struct {
 
 	ns   *netroute.Namespace
 	conn *netroute.Conn
+	// handles are the per-route operations' netlink handles, one per
+	// operation in flight (--concurrency): a handle serves one request
+	// at a time, so with one handle more concurrency would only queue.
+	handles chan *netlink.Handle
 }
 
 func newKernel(lc cell.Lifecycle, log *slog.Logger, cfg Config) *kernel {
@@ -51,6 +56,9 @@ func (k *kernel) start(cell.HookContext) error {
 	if err == nil {
 		k.conn, err = k.ns.OpenConn()
 	}
+	if err == nil {
+		err = k.openHandles()
+	}
 	if err != nil {
 		k.stop(nil)
 		return err
@@ -73,7 +81,32 @@ func (k *kernel) startPrivate() error {
 	return nil
 }
 
+// openHandles opens a netlink handle in the namespace for every
+// operation that may be in flight.
+func (k *kernel) openHandles() error {
+	k.handles = make(chan *netlink.Handle, k.cfg.Concurrency)
+	for range k.cfg.Concurrency {
+		var h *netlink.Handle
+		if err := k.ns.Do(func() (err error) { h, err = netlink.NewHandle(unix.NETLINK_ROUTE); return err }); err != nil {
+			return fmt.Errorf("netlink socket: %w", err)
+		}
+		k.handles <- h
+	}
+	return nil
+}
+
+// withHandle runs fn with a netlink handle that no other operation uses
+// meanwhile.
+func (k *kernel) withHandle(fn func(*netlink.Handle) error) error {
+	h := <-k.handles
+	defer func() { k.handles <- h }()
+	return fn(h)
+}
+
 func (k *kernel) stop(cell.HookContext) error {
+	for k.handles != nil && len(k.handles) > 0 {
+		(<-k.handles).Close()
+	}
 	if k.conn != nil {
 		k.conn.Close()
 	}
@@ -83,5 +116,6 @@ func (k *kernel) stop(cell.HookContext) error {
 	return nil
 }
 
-// handle is the netlink handle into the namespace.
+// handle is the namespace's shared netlink handle, for lookups and
+// Prune (which never runs beside an operation).
 func (k *kernel) handle() *netlink.Handle { return k.ns.Handle }

@@ -46,11 +46,13 @@ func newRouteOps(log *slog.Logger, k *kernel) *routeOps {
 // the protocol: a route of another protocol for the same prefix in the
 // agent's table is replaced too.
 func (o *routeOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *Route) error {
-	kr, err := o.kernelRoute(r, nil)
-	if err != nil {
-		return err
-	}
-	return kernelError(r, o.k.handle().RouteReplace(kr))
+	return o.k.withHandle(func(h *netlink.Handle) error {
+		kr, err := o.kernelRoute(h, r, nil)
+		if err != nil {
+			return err
+		}
+		return kernelError(r, h.RouteReplace(kr))
+	})
 }
 
 // Delete deletes the route of the prefix from the agent's table, if the
@@ -61,7 +63,7 @@ func (o *routeOps) Delete(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revi
 	if !ok {
 		return nil
 	}
-	return deleteError(o.k.handle().RouteDel(kr))
+	return o.k.withHandle(func(h *netlink.Handle) error { return deleteError(h.RouteDel(kr)) })
 }
 
 // UpdateBatch is Update for a round's routes, in a few system calls.
@@ -69,7 +71,7 @@ func (o *routeOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch []r
 	links := map[string]int{} // one device lookup per name per batch
 	routes, idx := make([]*netlink.Route, 0, len(batch)), make([]int, 0, len(batch))
 	for i := range batch {
-		kr, err := o.kernelRoute(batch[i].Object, links)
+		kr, err := o.kernelRoute(o.k.handle(), batch[i].Object, links)
 		if err != nil {
 			batch[i].Result = err
 			continue
@@ -116,7 +118,7 @@ func (o *routeOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[
 		if err != nil {
 			continue // never installed
 		}
-		kr, err := o.kernelRoute(r, links)
+		kr, err := o.kernelRoute(o.k.handle(), r, links)
 		if err != nil {
 			// Its device is gone: keep whatever route the prefix has,
 			// and leave the error to the route's status.
@@ -143,9 +145,10 @@ func (o *routeOps) applier() netroute.Applier {
 }
 
 // kernelRoute is the netlink route of r in the agent's table, with its
-// protocol. links caches device lookups (nil: no cache). Errors are
-// Permanent: the spec is invalid or its device does not exist.
-func (o *routeOps) kernelRoute(r *Route, links map[string]int) (*netlink.Route, error) {
+// protocol; h looks up its device. links caches device lookups (nil: no
+// cache). Errors are Permanent when the spec is invalid or its device
+// does not exist.
+func (o *routeOps) kernelRoute(h *netlink.Handle, r *Route, links map[string]int) (*netlink.Route, error) {
 	p, err := parseRoute(r.RouteSpec)
 	if err != nil {
 		return nil, reconciler.Permanent(err)
@@ -159,7 +162,7 @@ func (o *routeOps) kernelRoute(r *Route, links map[string]int) (*netlink.Route, 
 	if p.device != "" {
 		index, ok := links[p.device]
 		if !ok {
-			link, err := o.k.handle().LinkByName(p.device)
+			link, err := h.LinkByName(p.device)
 			var notFound netlink.LinkNotFoundError
 			if errors.As(err, &notFound) {
 				return nil, reconciler.Permanent(fmt.Errorf("device %q not found in the agent's network namespace", p.device))
