@@ -159,16 +159,27 @@ func (t *routeTarget) replaceBatch(ctx context.Context, ids []uint64, errs []err
 	t.conn.Replace(ctx, routes, errs)
 }
 
-// deleteBehindItsBack deletes the routes of ids with the benchmark's own
-// connection, as an operator or another program would.
-func (t *routeTarget) deleteBehindItsBack(ctx context.Context, ids []uint64) error {
+// deleteBatch is Conn.Delete of the ids' routes over c; errs[i] gets id
+// i's error, nil when the route was already gone.
+func (t *routeTarget) deleteBatch(ctx context.Context, c *netroute.Conn, ids []uint64, errs []error) {
 	routes := make([]*netlink.Route, len(ids))
 	for i, id := range ids {
 		routes[i] = t.route(id)
 		routes[i].Scope = netlink.SCOPE_NOWHERE
 	}
-	errs := make([]error, len(routes))
-	t.harness.Delete(ctx, routes, errs)
+	c.Delete(ctx, routes, errs)
+	for i, err := range errs {
+		if errors.Is(err, unix.ESRCH) {
+			errs[i] = nil
+		}
+	}
+}
+
+// deleteBehindItsBack deletes the routes of ids with the benchmark's own
+// connection, as an operator or another program would.
+func (t *routeTarget) deleteBehindItsBack(ctx context.Context, ids []uint64) error {
+	errs := make([]error, len(ids))
+	t.deleteBatch(ctx, t.harness, ids, errs)
 	return errors.Join(errs...)
 }
 
@@ -224,9 +235,14 @@ func (o convergeRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, ba
 	}
 }
 
-func (o convergeRouteOps) DeleteBatch(_ context.Context, _ statedb.ReadTxn, batch []reconciler.BatchEntry[*convergeObject]) {
+func (o convergeRouteOps) DeleteBatch(ctx context.Context, _ statedb.ReadTxn, batch []reconciler.BatchEntry[*convergeObject]) {
+	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
 	for i := range batch {
-		batch[i].Result = o.t.delete(batch[i].Object.ID)
+		ids[i] = batch[i].Object.ID
+	}
+	o.t.deleteBatch(ctx, o.t.conn, ids, errs)
+	for i := range batch {
+		batch[i].Result = errs[i]
 	}
 }
 

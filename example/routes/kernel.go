@@ -104,7 +104,7 @@ func (k *kernel) withHandle(fn func(*netlink.Handle) error) error {
 }
 
 func (k *kernel) stop(cell.HookContext) error {
-	for k.handles != nil && len(k.handles) > 0 {
+	for len(k.handles) > 0 {
 		(<-k.handles).Close()
 	}
 	if k.conn != nil {
