@@ -35,6 +35,10 @@ var routesVariants = []routesVariant{
 	{name: "converge-batch", side: sideConverge, concurrency: 1, batch: true},
 	{name: "converge-c8", side: sideConverge, concurrency: 8},
 	{name: "statedb", side: sideStatedb, concurrency: 1},
+	// A reference: statedb's reconciler given the same batch operations
+	// as converge-batch, to tell the reconciler's share of the batches'
+	// gain from the batching connection's.
+	{name: "statedb-batch", side: sideStatedb, concurrency: 1, batch: true},
 }
 
 // routesWorkload is routes-<n>: n kernel routes reconciled over netlink
@@ -60,6 +64,8 @@ func routesWorkload(sz sizes, n int) workload {
 		}
 		w.rows = append(w.rows, row)
 	}
+	w.rows = append(w.rows, rowSpec{name: name + "/batch-vs-statedb-batch", unit: unitObjectsPerSec,
+		ours: "converge-batch", theirs: "statedb-batch", metric: metricThroughput, reference: "statedb-batch"})
 	for _, v := range routesVariants[:2] {
 		w.rows = append(w.rows, rowSpec{name: name + "/drift/" + v.name[len("converge-"):], unit: unitSeconds, lowerBetter: true,
 			ours: v.name, theirs: "statedb", metric: metricDrift})
@@ -175,6 +181,10 @@ func newRoutesRig(ctx context.Context, v routesVariant, tg *routeTarget) (rig, f
 
 	r := newStatedbTableRig()
 	var rec sdbrec.Reconciler[*statedbObject]
+	var batchOps sdbrec.BatchOperations[*statedbObject]
+	if v.batch {
+		batchOps = statedbRouteOps{t: tg}
+	}
 	r.h = newHive(ctx, func(db *statedb.DB, p sdbrec.Params) error {
 		table, err := statedb.NewTable(db, "bench-routes", statedbIDIndex, statedbStatusIndex)
 		if err != nil {
@@ -185,7 +195,7 @@ func newRoutesRig(ctx context.Context, v routesVariant, tg *routeTarget) (rig, f
 			(*statedbObject).clone,
 			func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
 			func(o *statedbObject) sdbrec.Status { return o.Status },
-			statedbRouteOps{t: tg}, nil,
+			statedbRouteOps{t: tg}, batchOps,
 			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
 			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
 			sdbrec.WithMetrics(statedbNopMetrics{}),

@@ -246,7 +246,8 @@ func (o convergeRouteOps) DeleteBatch(ctx context.Context, _ statedb.ReadTxn, ba
 	}
 }
 
-// statedbRouteOps are the same operations for statedb's reconciler.
+// statedbRouteOps are the same operations for statedb's reconciler, and
+// its BatchOperations in the statedb-batch reference runs.
 type statedbRouteOps struct{ t *routeTarget }
 
 func (o statedbRouteOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *statedbObject) error {
@@ -267,8 +268,31 @@ func (o statedbRouteOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter
 	})
 }
 
+func (o statedbRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch []sdbrec.BatchEntry[*statedbObject]) {
+	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
+	for i := range batch {
+		ids[i] = batch[i].Object.ID
+	}
+	o.t.replaceBatch(ctx, ids, errs)
+	for i := range batch {
+		batch[i].Result = errs[i]
+	}
+}
+
+func (o statedbRouteOps) DeleteBatch(ctx context.Context, _ statedb.ReadTxn, batch []sdbrec.BatchEntry[*statedbObject]) {
+	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
+	for i := range batch {
+		ids[i] = batch[i].Object.ID
+	}
+	o.t.deleteBatch(ctx, o.t.conn, ids, errs)
+	for i := range batch {
+		batch[i].Result = errs[i]
+	}
+}
+
 var (
 	_ reconciler.Operations[*convergeObject]      = convergeRouteOps{}
 	_ reconciler.BatchOperations[*convergeObject] = convergeRouteOps{}
 	_ sdbrec.Operations[*statedbObject]           = statedbRouteOps{}
+	_ sdbrec.BatchOperations[*statedbObject]      = statedbRouteOps{}
 )
