@@ -22,7 +22,7 @@ type Config struct {
 // defaultConfig holds the defaults the flags show. The port is not the
 // files agent's, so both can run at once.
 var defaultConfig = Config{
-	HTTPAddr:                   "127.0.0.1:8081",
+	HTTPAddr:                   "127.0.0.1:8082",
 	Netns:                      "",
 	Nft:                        "nft",
 	InputPolicy:                "drop",

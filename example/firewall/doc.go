@@ -5,10 +5,10 @@
 //
 // Run it from the repository root, and in another terminal:
 //
-//	$ curl -X PUT localhost:8081/rules/ssh -d '{"protocol": "tcp", "port": 22, "comment": "ssh"}'
-//	$ curl -X PUT localhost:8081/rules/web -d '{"protocol": "tcp", "port": 8000, "end_port": 8099}'
-//	$ curl localhost:8081/ruleset        # the table, as nft lists it in the namespace
-//	$ curl localhost:8081/rules          # each rule with its status: Done
+//	$ curl -X PUT localhost:8082/rules/ssh -d '{"protocol": "tcp", "port": 22, "comment": "ssh"}'
+//	$ curl -X PUT localhost:8082/rules/web -d '{"protocol": "tcp", "port": 8000, "end_port": 8099}'
+//	$ curl localhost:8082/ruleset        # the table, as nft lists it in the namespace
+//	$ curl localhost:8082/rules          # each rule with its status: Done
 //
 // By default the table lives in a private network namespace the program
 // creates and that goes away with it, so the host's firewall is never
