@@ -28,6 +28,12 @@ const (
 // The zero value is the trailing edge with DefaultSyncQuiet and
 // DefaultSyncMaxWait. Whatever the shape, a Sync never starts while another
 // runs; changes made meanwhile go into the next one.
+//
+// While a Sync waits for its debounce, the reconciler reads new changes at
+// most every tenth of Quiet (or Refractory), and at least every 10ms,
+// rather than waking for each write transaction: a quiet period is
+// measured from when the last change was read, up to that much after it
+// was written.
 type Debounce struct {
 	Quiet      time.Duration
 	MaxWait    time.Duration
@@ -77,6 +83,24 @@ func (d Debounce) due(first, last, lastStart time.Time) time.Time {
 		return later(first, lastStart.Add(d.Refractory))
 	}
 	return earlier(last.Add(d.Quiet), first.Add(d.MaxWait))
+}
+
+// maxReadEvery bounds readEvery.
+const maxReadEvery = 10 * time.Millisecond
+
+// readEvery is how long the loop may leave new changes unread while a Sync
+// waits for its debounce: a tenth of the debounce's interval, at most
+// maxReadEvery. Reading each change as it commits would wake the loop once
+// per write transaction (a thousand times a second in a storm) only to move
+// the quiet deadline; reading a little late moves it by at most this much,
+// and only later. Every change is read anyway when a Sync takes its
+// snapshot.
+func (d Debounce) readEvery() time.Duration {
+	interval := d.Quiet
+	if d.Refractory > 0 {
+		interval = d.Refractory
+	}
+	return min(interval/10, maxReadEvery)
 }
 
 func later(a, b time.Time) time.Time {

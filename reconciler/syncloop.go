@@ -99,6 +99,13 @@ type syncLoop[Obj comparable] struct {
 	realizedBuf []time.Duration // writeStatuses's, reused: at most RoundSize
 
 	next, full, healthTimer timer
+
+	// While a Sync waits for its debounce, new changes are read at most
+	// every SyncDebounce.readEvery(): not before readAt. readHeld is set
+	// while changes wait unread for readTimer.
+	readAt    time.Time
+	readHeld  bool
+	readTimer timer
 }
 
 func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLoop[Obj] {
@@ -141,7 +148,7 @@ func (s *syncLoop[Obj]) start() error {
 // result is dropped: nothing is written after Stop.
 func (s *syncLoop[Obj]) stop() {
 	s.wg.Wait()
-	for _, t := range []*timer{&s.next, &s.full, &s.healthTimer} {
+	for _, t := range []*timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
 		t.disarm()
 	}
 	s.changes.Close()
@@ -150,8 +157,17 @@ func (s *syncLoop[Obj]) stop() {
 // step reads new changes, starts a Sync when one is due (or arms the timer
 // for when it will be) and reports.
 func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
+	s.readHeld = false
 	if isClosed(s.changesWatch) {
-		s.read(s.db.ReadTxn(), now)
+		if now.Before(s.readAt) {
+			s.readHeld = true
+			s.readTimer.arm(s.readAt.Sub(now))
+		} else {
+			s.read(s.db.ReadTxn(), now)
+			if !s.firstChange.IsZero() {
+				s.readAt = now.Add(s.cfg.SyncDebounce.readEvery())
+			}
+		}
 	}
 	if at, ok := s.nextSync(now); ok {
 		if at.After(now) {
@@ -171,10 +187,16 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	if !s.initialized {
 		initCh = s.initWatch
 	}
+	changesCh := s.changesWatch
+	if s.readHeld {
+		changesCh = nil
+	}
 	select {
 	case <-ctx.Done():
 		return false
-	case <-s.changesWatch:
+	case <-changesCh:
+	case <-s.readTimer.c():
+		s.readTimer.fired()
 	case <-initCh:
 		s.initialized, s.dirty = true, true
 	case <-s.triggerFull:
