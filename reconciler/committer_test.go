@@ -45,16 +45,21 @@ func (o *gatedOps) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.
 // and runs the operations of the next two (one round's writes are out,
 // one is queued, one round's results wait). Nothing is written while the
 // lock is held, and everything lands once it is released. It covers both
-// the inline mode (Concurrency 1) and workers.
+// the inline mode (Concurrency 1) and workers, with no round limiter and
+// with one that lets the next round start a microsecond after the last:
+// a round that outlasts the limiter's interval is committed overlapped
+// with the next, as in a bulk load.
 func TestCommitPipelined(t *testing.T) {
 	for _, concurrency := range []int{1, 4} {
-		t.Run(fmt.Sprintf("concurrency=%d", concurrency), func(t *testing.T) {
-			testCommitPipelined(t, concurrency)
-		})
+		for _, limit := range []rate.Limit{rate.Inf, 1e6} {
+			t.Run(fmt.Sprintf("concurrency=%d/rounds=%v", concurrency, limit), func(t *testing.T) {
+				testCommitPipelined(t, concurrency, limit)
+			})
+		}
 	}
 }
 
-func testCommitPipelined(t *testing.T, concurrency int) {
+func testCommitPipelined(t *testing.T, concurrency int, limit rate.Limit) {
 	const (
 		roundSize = 10
 		rounds    = 3
@@ -70,7 +75,7 @@ func testCommitPipelined(t *testing.T, concurrency int) {
 	r, err := reconciler.New(testConfig(f, ops, reconciler.Config[*testObject]{
 		Concurrency:      concurrency,
 		RoundSize:        roundSize,
-		RoundRateLimiter: rate.NewLimiter(rate.Inf, 1),
+		RoundRateLimiter: rate.NewLimiter(limit, 1),
 		// A refresh pass writes from the loop itself, and would wait for
 		// the lock there.
 		FullReconciliationInterval: reconciler.Off,

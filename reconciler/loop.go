@@ -212,10 +212,14 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 	l.dispatch()
 	if l.inline && l.readyToCommit(now, timers) {
 		// The round ran right here: commit it now, no wake-up needed.
+		// Whether the next round may start is a question for after the
+		// round: at now it had just taken the limiter's token, and a
+		// bulk load's rounds would all be committed in place, none
+		// overlapped with the next.
 		if ctx.Err() != nil {
 			return false
 		}
-		committed = l.commit(ctx, now, timers, l.overlapCommit(now)) || committed
+		committed = l.commit(ctx, now, timers, l.overlapCommit(time.Now())) || committed
 	}
 	l.stepRefresh(ctx, now, timers)
 	if pulled || committed || l.status.dirty {
