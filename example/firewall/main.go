@@ -1,22 +1,13 @@
 package main
 
 import (
-	"fmt"
-	"io"
-	"log/slog"
-	"os"
-	"slices"
-	"time"
-
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
-	"github.com/spf13/cobra"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
-	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -58,49 +49,21 @@ var firewallCell = cell.Module(
 	cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*Rule]) {}),
 )
 
-// cells are the whole application; newHive builds the hive from them.
-var cells = []cell.Cell{
-	statedb.Cell,        // the in-memory database and its db/... shell commands
-	job.Cell,            // background jobs that start and stop with the hive
-	agentkit.HealthCell, // cell.Health, read by /healthz
-	reconciler.Cell,     // converge's registry and reconciler/... shell commands
-	metrics.Cell,        // converge's Prometheus metrics and reconciler/metrics
-	shell.ServerCell(defaultShellSocket),
-	firewallCell,
-}
-
 // newHive returns the application's hive, with extra cells added (the
 // test adds one that captures objects to drive it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	opts := hive.DefaultOptions()
-	// Log start and stop hooks only when they are slow.
-	opts.LogThreshold = 100 * time.Millisecond
-	return hive.NewWithOptions(opts, append(slices.Clone(cells), extra...)...)
+	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), firewallCell)
+	return agentkit.NewHive(append(cells, extra...)...)
 }
 
 func main() {
-	h := newHive()
-	cmd := &cobra.Command{
-		Use:   "firewall",
+	agentkit.Main(newHive(), agentkit.Program{
+		Name:  "firewall",
 		Short: "Keep an nftables table in sync with a table of allowed ports",
 		Long: "Keeps the nftables table inet converge_firewall, in a private network namespace\n" +
 			"(or --netns), in sync with a table of allowed ports that an HTTP API changes,\n" +
 			"using converge's whole-set reconciler. Needs root. See the package documentation.",
-		SilenceUsage: true,
-		RunE: func(*cobra.Command, []string) error {
-			return h.Run(slog.Default())
-		},
-	}
-	h.RegisterFlags(cmd.Flags())
-	cmd.AddCommand(
-		shell.ShellCmd(defaultShellSocket, "firewall> ", greeting),
-		h.Command(),
-	)
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
-}
-
-func greeting(w io.Writer) {
-	fmt.Fprintln(w, "converge firewall shell: try reconciler/status, db/show desired-rules, health, help")
+		ShellSocket: defaultShellSocket,
+		Greeting:    "converge firewall shell: try reconciler/status, db/show desired-rules, health, help",
+	})
 }

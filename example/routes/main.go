@@ -3,18 +3,14 @@ package main
 import (
 	"log/slog"
 	"net/http"
-	"os"
-	"time"
 
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/spf13/cobra"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
-	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -55,16 +51,7 @@ func routesModule(extra ...cell.Cell) cell.Cell {
 // the routes module (the test adds one that captures objects to drive
 // it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	opts := hive.DefaultOptions()
-	opts.LogThreshold = 100 * time.Millisecond // log only slow start and stop hooks
-	return hive.NewWithOptions(opts,
-		statedb.Cell,
-		job.Cell,
-		agentkit.HealthCell, // cell.Health, read by /healthz
-		reconciler.Cell,     // converge's registry, for /status
-		metrics.Cell,        // converge's Prometheus metrics, for /metrics
-		routesModule(extra...),
-	)
+	return agentkit.NewHive(append(agentkit.BaseCells(), routesModule(extra...))...)
 }
 
 // newRouteReconciler starts converge's reconciler on the desired-routes
@@ -122,23 +109,11 @@ func newServer(p serverParams) (*agentkit.Server, error) {
 }
 
 func main() {
-	h := newHive()
-	cmd := &cobra.Command{
-		Use:   "routes",
+	agentkit.Main(newHive(), agentkit.Program{
+		Name:  "routes",
 		Short: "Keep the kernel's routes in sync with a table of desired routes",
 		Long: "Keeps the routes of a routing table of its own, in a private network namespace\n" +
 			"(or --netns), in sync with a table of desired routes that an HTTP API changes,\n" +
 			"using converge's reconciler. Needs root. See the package documentation.",
-		SilenceUsage: true,
-		RunE: func(*cobra.Command, []string) error {
-			// Run starts the hive, waits for SIGINT or SIGTERM, and stops
-			// it; the private namespace and its routes go with it.
-			return h.Run(slog.Default())
-		},
-	}
-	h.RegisterFlags(cmd.Flags())
-	cmd.AddCommand(h.Command())
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
+	})
 }

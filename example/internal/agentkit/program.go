@@ -1,0 +1,72 @@
+package agentkit
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/hive/shell"
+	"github.com/cilium/statedb"
+	"github.com/spf13/cobra"
+
+	"github.com/converge-go/converge/metrics"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// BaseCells are the cells every example agent is built on, besides its
+// own module: the database, jobs, health for /healthz, converge's registry
+// and its Prometheus metrics.
+func BaseCells() []cell.Cell {
+	return []cell.Cell{
+		statedb.Cell,    // the in-memory database and its db/... shell commands
+		job.Cell,        // background jobs that start and stop with the hive
+		HealthCell,      // cell.Health, read by /healthz
+		reconciler.Cell, // converge's registry and reconciler/... shell commands
+		metrics.Cell,    // converge's Prometheus metrics and reconciler/metrics
+	}
+}
+
+// NewHive returns a hive of cells that logs only slow start and stop hooks
+// (the default logs every one of them at Info).
+func NewHive(cells ...cell.Cell) *hive.Hive {
+	opts := hive.DefaultOptions()
+	opts.LogThreshold = 100 * time.Millisecond
+	return hive.NewWithOptions(opts, slices.Clone(cells)...)
+}
+
+// Program describes an agent's command line.
+type Program struct {
+	Name, Short, Long string
+	// ShellSocket, when set, is where the running agent serves the hive
+	// shell (its cells must include shell.ServerCell(ShellSocket)), and
+	// "NAME shell" connects to it; Greeting is what the shell says first.
+	ShellSocket, Greeting string
+}
+
+// Main runs h as the program: it starts the hive, waits for SIGINT or
+// SIGTERM and stops it. The subcommands are "hive" (what the hive is made
+// of) and, with a ShellSocket, "shell". It exits with status 1 on failure.
+func Main(h *hive.Hive, p Program) {
+	cmd := &cobra.Command{
+		Use:          p.Name,
+		Short:        p.Short,
+		Long:         p.Long,
+		SilenceUsage: true,
+		RunE:         func(*cobra.Command, []string) error { return h.Run(slog.Default()) },
+	}
+	h.RegisterFlags(cmd.Flags())
+	cmd.AddCommand(h.Command())
+	if p.ShellSocket != "" {
+		greeting := func(w io.Writer) { fmt.Fprintln(w, p.Greeting) }
+		cmd.AddCommand(shell.ShellCmd(p.ShellSocket, p.Name+"> ", greeting))
+	}
+	if err := cmd.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
