@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,13 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/statedb"
-	"github.com/spf13/pflag"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/example/internal/agenttest"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -205,89 +202,35 @@ func eventually(t *testing.T, what string, check func() error) {
 // agent is one running firewall, in-process: the same cells as main, with
 // the flags a user would give.
 type agent struct {
-	t       *testing.T
-	hive    *hive.Hive
-	url     string
-	client  *http.Client
-	db      *statedb.DB
-	rules   statedb.RWTable[*Rule]
-	rec     reconciler.Reconciler[*Rule]
-	stopped bool
+	*agenttest.Agent
+	db    *statedb.DB
+	rules statedb.RWTable[*Rule]
+	rec   reconciler.Reconciler[*Rule]
 }
 
 // startAgent starts the firewall with the given extra flags, listening
 // on a free port of 127.0.0.1.
 func startAgent(t *testing.T, flags ...string) *agent {
 	t.Helper()
-	a := &agent{
-		t: t,
-		// No keep-alives: an idle connection's goroutines would outlive
-		// the test and trip goleak.
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-	}
+	a := &agent{}
 	var srv *agentkit.Server
-	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, rules statedb.RWTable[*Rule], rec reconciler.Reconciler[*Rule]) {
+	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, rules statedb.RWTable[*Rule], rec reconciler.Reconciler[*Rule]) {
 		srv, a.db, a.rules, a.rec = s, db, rules, rec
 	}))
-	fs := pflag.NewFlagSet("firewall", pflag.ContinueOnError)
-	a.hive.RegisterFlags(fs)
 	args := append([]string{
 		"--shell-sock-path", t.TempDir() + "/shell.sock",
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
 	}, flags...)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	log := hivetest.Logger(t)
-	if err := a.hive.Start(log, t.Context()); err != nil {
-		a.hive.Stop(log, context.Background())
-		t.Fatal(err)
-	}
-	a.url = "http://" + srv.Addr()
-	t.Cleanup(a.stop)
+	a.Agent = agenttest.Start(t, h, args, func() *agentkit.Server { return srv })
 	return a
-}
-
-// stop stops the hive, once.
-func (a *agent) stop() {
-	if a.stopped {
-		return
-	}
-	a.stopped = true
-	if err := a.hive.Stop(hivetest.Logger(a.t), context.Background()); err != nil {
-		a.t.Errorf("stop: %s", err)
-	}
-}
-
-// expect sends a request and fails the test unless the answer has the
-// status and contains want. It returns the body.
-func (a *agent) expect(t *testing.T, method, path, body string, status int, want string) string {
-	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != status || !strings.Contains(string(b), want) {
-		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, resp.StatusCode, b, status, want)
-	}
-	return string(b)
 }
 
 // rule returns a desired rule with its status, as GET /rules/{name} shows it.
 func (a *agent) rule(t *testing.T, name string) Rule {
 	t.Helper()
 	var r Rule
-	body := a.expect(t, "GET", "/rules/"+url.PathEscape(name), "", http.StatusOK, "")
+	body := a.Expect(t, "GET", "/rules/"+url.PathEscape(name), "", http.StatusOK, "")
 	if err := json.Unmarshal([]byte(body), &r); err != nil {
 		t.Fatalf("GET /rules/%s: %s in %q", name, err, body)
 	}
@@ -352,9 +295,9 @@ func TestEndToEnd(t *testing.T) {
 
 	// Desired rules are applied, in name order, whatever the comment
 	// holds that nft could misread.
-	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22, "comment": "ssh"}`, http.StatusCreated, `"kind": "Pending"`)
-	a.expect(t, "PUT", "/rules/dns", `{"protocol": "udp", "port": 53}`, http.StatusCreated, `"name": "dns"`)
-	a.expect(t, "PUT", "/rules/web", `{"protocol": "tcp", "port": 8000, "end_port": 8099, "comment": "it's ünï \\ $x {}; # ok"}`,
+	a.Expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22, "comment": "ssh"}`, http.StatusCreated, `"kind": "Pending"`)
+	a.Expect(t, "PUT", "/rules/dns", `{"protocol": "udp", "port": 53}`, http.StatusCreated, `"name": "dns"`)
+	a.Expect(t, "PUT", "/rules/web", `{"protocol": "tcp", "port": 8000, "end_port": 8099, "comment": "it's ünï \\ $x {}; # ok"}`,
 		http.StatusCreated, `"end_port": 8099`)
 	a.settle(t)
 	expected := []RuleSpec{
@@ -370,11 +313,11 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("%s: status %s, want Done", spec.Name, r.Status)
 		}
 	}
-	a.expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 8000-8099 accept comment "web: it's ünï \ $x {}; # ok"`)
+	a.Expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 8000-8099 accept comment "web: it's ünï \ $x {}; # ok"`)
 
 	// A change and a delete.
-	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 2222, "comment": "ssh"}`, http.StatusOK, `"port": 2222`)
-	a.expect(t, "DELETE", "/rules/dns", "", http.StatusNoContent, "")
+	a.Expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 2222, "comment": "ssh"}`, http.StatusOK, `"port": 2222`)
+	a.Expect(t, "DELETE", "/rules/dns", "", http.StatusNoContent, "")
 	a.settle(t)
 	expected = expected[1:]
 	expected[0].Port = 2222
@@ -403,7 +346,7 @@ func TestEndToEnd(t *testing.T) {
 			{"DELETE", "/rules/x", "", 404, `no desired rule \"x\"`},
 			{"POST", "/rules", ok, 405, ""},
 		} {
-			a.expect(t, c.method, c.path, c.body, c.status, c.want)
+			a.Expect(t, c.method, c.path, c.body, c.status, c.want)
 		}
 		a.settle(t)
 		if err := tn.matches(t.Context(), expected); err != nil {
@@ -420,8 +363,8 @@ func TestEndToEnd(t *testing.T) {
 			RuleSpec{Name: "bad name", Protocol: "tcp", Port: 1},
 		)
 		long := strings.Repeat("x", 150)
-		a.expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "`+long+`"}`, http.StatusCreated, "")
-		a.expect(t, "PUT", "/rules/ntp", `{"protocol": "udp", "port": 123}`, http.StatusCreated, "")
+		a.Expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "`+long+`"}`, http.StatusCreated, "")
+		a.Expect(t, "PUT", "/rules/ntp", `{"protocol": "udp", "port": 123}`, http.StatusCreated, "")
 		a.settle(t)
 
 		for name, want := range map[string]string{
@@ -441,17 +384,17 @@ func TestEndToEnd(t *testing.T) {
 		if err := tn.matches(t.Context(), expected); err != nil {
 			t.Fatal(err)
 		}
-		a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "long: nft rejects rule long")
+		a.Expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "long: nft rejects rule long")
 
 		// Fixed or removed, they are applied or gone, and health is back.
-		a.expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "mdns"}`, http.StatusOK, "")
+		a.Expect(t, "PUT", "/rules/long", `{"protocol": "udp", "port": 5353, "comment": "mdns"}`, http.StatusOK, "")
 		a.remove(t, "badport", "badproto", "bad name")
 		a.settle(t)
 		expected = byName(append(expected, RuleSpec{Name: "long", Protocol: "udp", Port: 5353, Comment: "mdns"}))
 		if err := tn.matches(t.Context(), expected); err != nil {
 			t.Fatal(err)
 		}
-		a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+		a.Expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
 	})
 
 	t.Run("drift is repaired", func(t *testing.T) {
@@ -469,14 +412,14 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("operator endpoints", func(t *testing.T) {
-		a.expect(t, "GET", "/metrics", "", http.StatusOK,
+		a.Expect(t, "GET", "/metrics", "", http.StatusOK,
 			`converge_reconciler_operations_total{module_id="firewall",name="",op="sync",result="ok"}`)
-		a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-rules"`)
-		a.expect(t, "GET", "/", "", http.StatusOK, "PUT    /rules/{name}")
+		a.Expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-rules"`)
+		a.Expect(t, "GET", "/", "", http.StatusOK, "PUT    /rules/{name}")
 	})
 
 	t.Run("nothing changes after stop", func(t *testing.T) {
-		a.stop()
+		a.Stop()
 		if err := tn.matches(t.Context(), expected); err != nil {
 			t.Fatalf("after stop: %s", err)
 		}
@@ -509,12 +452,12 @@ func TestEndToEnd(t *testing.T) {
 func TestPrivateNamespace(t *testing.T) {
 	newTestNamespace(t) // skips, or fails in CI, without nft or namespaces
 	a := startAgent(t)
-	a.expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/rules/ssh", `{"protocol": "tcp", "port": 22}`, http.StatusCreated, "")
 	a.settle(t)
 	if r := a.rule(t, "ssh"); r.Status.Kind != reconciler.StatusKindDone {
 		t.Fatalf("ssh: status %s, want Done", r.Status)
 	}
-	a.expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 22 accept comment "ssh"`)
+	a.Expect(t, "GET", "/ruleset", "", http.StatusOK, `tcp dport 22 accept comment "ssh"`)
 	path, _ := findNft("nft")
 	if out, err := exec.CommandContext(t.Context(), path, "list", "table", tableFamily, tableName).CombinedOutput(); err == nil {
 		t.Fatalf("the table is in the host's namespace:\n%s", out)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/statedb"
@@ -24,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/example/internal/agenttest"
 	"github.com/converge-go/converge/internal/netroute"
 	"github.com/converge-go/converge/internal/netroute/nstest"
 	"github.com/converge-go/converge/reconciler"
@@ -36,15 +35,11 @@ const fullInterval = 200 * time.Millisecond
 // agent is one running routes agent, in-process: the same cells as main,
 // with the flags a user would give, and handles on its insides.
 type agent struct {
-	t       *testing.T
-	hive    *hive.Hive
-	url     string
-	client  *http.Client
-	db      *statedb.DB
-	routes  statedb.RWTable[*Route]
-	rec     reconciler.Reconciler[*Route]
-	kernel  *kernel
-	stopped bool
+	*agenttest.Agent
+	db     *statedb.DB
+	routes statedb.RWTable[*Route]
+	rec    reconciler.Reconciler[*Route]
+	kernel *kernel
 }
 
 // startAgent starts the agent with flags added to the test's own. It
@@ -53,67 +48,17 @@ type agent struct {
 func startAgent(t *testing.T, flags ...string) *agent {
 	t.Helper()
 	nstest.New(t).Close() // skip or fail here, saying why, if the agent could not start
-	a := &agent{
-		t: t,
-		// No keep-alives: an idle connection's goroutines would outlive
-		// the test and trip goleak.
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-	}
+	a := &agent{}
 	var srv *agentkit.Server
-	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, routes statedb.RWTable[*Route], rec reconciler.Reconciler[*Route], k *kernel) {
+	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, routes statedb.RWTable[*Route], rec reconciler.Reconciler[*Route], k *kernel) {
 		srv, a.db, a.routes, a.rec, a.kernel = s, db, routes, rec, k
 	}))
-	fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
-	a.hive.RegisterFlags(fs)
 	args := append([]string{
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
 	}, flags...)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	log := hivetest.Logger(t)
-	if err := a.hive.Start(log, t.Context()); err != nil {
-		a.hive.Stop(log, context.Background())
-		t.Fatal(err)
-	}
-	a.url = "http://" + srv.Addr()
-	t.Cleanup(a.stop)
+	a.Agent = agenttest.Start(t, h, args, func() *agentkit.Server { return srv })
 	return a
-}
-
-// stop stops the hive, once.
-func (a *agent) stop() {
-	if a.stopped {
-		return
-	}
-	a.stopped = true
-	if err := a.hive.Stop(hivetest.Logger(a.t), context.Background()); err != nil {
-		a.t.Errorf("stop: %s", err)
-	}
-}
-
-// expect sends a request and fails the test unless the answer has the
-// status and contains want. It returns the body.
-func (a *agent) expect(t *testing.T, method, path, body string, status int, want string) string {
-	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != status || !strings.Contains(string(b), want) {
-		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, resp.StatusCode, b, status, want)
-	}
-	return string(b)
 }
 
 // settle waits until every change made to the table so far has settled:
@@ -131,7 +76,7 @@ func (a *agent) settle(t *testing.T) {
 func (a *agent) statuses(t *testing.T) map[string]reconciler.Status {
 	t.Helper()
 	var routes []Route
-	body := a.expect(t, "GET", "/routes", "", http.StatusOK, "")
+	body := a.Expect(t, "GET", "/routes", "", http.StatusOK, "")
 	if err := json.Unmarshal([]byte(body), &routes); err != nil {
 		t.Fatalf("GET /routes: %s in %q", err, body)
 	}
@@ -213,10 +158,10 @@ func TestEndToEnd(t *testing.T) {
 
 func testEndToEnd(t *testing.T, a *agent) {
 	// Desired routes are installed and read back from the kernel.
-	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, `"kind": "Pending"`)
-	a.expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusCreated, `"device": "converge0"`)
-	a.expect(t, "PUT", "/routes/2001:db8:1::/48", `{"gateway": "2001:db8::2", "device": "converge0"}`, http.StatusCreated, "")
-	a.expect(t, "PUT", "/routes/0.0.0.0/0", `{"gateway": "192.0.2.1"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, `"kind": "Pending"`)
+	a.Expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusCreated, `"device": "converge0"`)
+	a.Expect(t, "PUT", "/routes/2001:db8:1::/48", `{"gateway": "2001:db8::2", "device": "converge0"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/0.0.0.0/0", `{"gateway": "192.0.2.1"}`, http.StatusCreated, "")
 	a.settle(t)
 	want := map[string]string{
 		"10.1.0.0/24":     "via 192.0.2.254 dev converge0",
@@ -235,9 +180,9 @@ func testEndToEnd(t *testing.T, a *agent) {
 
 	// A change replaces the route; putting the same route again is a 200
 	// that changes nothing; a delete removes it.
-	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.253"}`, http.StatusOK, `"gateway": "192.0.2.253"`)
-	a.expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusOK, `"kind": "Done"`)
-	a.expect(t, "DELETE", "/routes/0.0.0.0/0", "", http.StatusNoContent, "")
+	a.Expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "192.0.2.253"}`, http.StatusOK, `"gateway": "192.0.2.253"`)
+	a.Expect(t, "PUT", "/routes/10.2.0.0/16", `{"device": "converge0"}`, http.StatusOK, `"kind": "Done"`)
+	a.Expect(t, "DELETE", "/routes/0.0.0.0/0", "", http.StatusNoContent, "")
 	a.settle(t)
 	want["10.1.0.0/24"] = "via 192.0.2.253 dev converge0"
 	delete(want, "0.0.0.0/0")
@@ -306,8 +251,8 @@ func TestExistingNamespace(t *testing.T) {
 	// must be gone once it stops.
 	ignore := goleak.IgnoreCurrent()
 	a := startAgent(t, "--netns", ns.Path(), "--table", "100", "--protocol", "201")
-	a.expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "198.51.100.253"}`, http.StatusCreated, "")
-	a.expect(t, "PUT", "/routes/10.2.0.0/24", `{"device": "eth0"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.1.0.0/24", `{"gateway": "198.51.100.253"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.2.0.0/24", `{"device": "eth0"}`, http.StatusCreated, "")
 	a.settle(t)
 	want := map[string]string{"10.1.0.0/24": "via 198.51.100.253 dev eth0", "10.2.0.0/24": "dev eth0"}
 	eventually(t, "prune of the stray", func() error { return a.kernelMismatch(want) })
@@ -324,7 +269,7 @@ func TestExistingNamespace(t *testing.T) {
 	// Stopped, the agent leaves its routes in place (they are the
 	// namespace owner's now), and nothing of it runs any more: a route
 	// deleted afterwards stays deleted.
-	a.stop()
+	a.Stop()
 	if err := goleak.Find(ignore); err != nil {
 		t.Fatalf("the agent left goroutines running: %v", err)
 	}
@@ -394,7 +339,7 @@ func testBadRequests(t *testing.T, a *agent, want map[string]string) {
 		{"DELETE", "/routes/10.9.0.0/24", "", 404, `no desired route for \"10.9.0.0/24\"`},
 		{"POST", "/routes", gw, 405, ""},
 	} {
-		a.expect(t, c.method, c.path, c.body, c.status, c.want)
+		a.Expect(t, c.method, c.path, c.body, c.status, c.want)
 	}
 	if after := a.routes.Revision(a.db.ReadTxn()); after != before {
 		t.Fatalf("the table changed: revision %d, was %d", after, before)
@@ -409,8 +354,8 @@ func testBadRequests(t *testing.T, a *agent, want map[string]string) {
 // cause, on that route alone, and are not retried.
 func testInvalidRoutes(t *testing.T, a *agent, want map[string]string) {
 	// Valid to the API, refused by the kernel.
-	a.expect(t, "PUT", "/routes/10.3.0.0/24", `{"gateway": "203.0.113.1"}`, http.StatusCreated, "")
-	a.expect(t, "PUT", "/routes/10.4.0.0/24", `{"device": "nosuch0"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.3.0.0/24", `{"gateway": "203.0.113.1"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.4.0.0/24", `{"device": "nosuch0"}`, http.StatusCreated, "")
 	// Invalid, written to the table by another part of the program.
 	wtxn := a.db.WriteTxn(a.routes)
 	for _, spec := range []RouteSpec{
@@ -421,7 +366,7 @@ func testInvalidRoutes(t *testing.T, a *agent, want map[string]string) {
 	}
 	wtxn.Commit()
 	// And a good one in the same round, which succeeds.
-	a.expect(t, "PUT", "/routes/10.7.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/routes/10.7.0.0/24", `{"gateway": "192.0.2.254"}`, http.StatusCreated, "")
 	a.settle(t)
 
 	failing := map[string]string{
@@ -431,7 +376,7 @@ func testInvalidRoutes(t *testing.T, a *agent, want map[string]string) {
 		"10.6.0.0/24": "not of the family",
 	}
 	for prefix, why := range failing {
-		body := a.expect(t, "GET", "/routes/"+prefix, "", http.StatusOK, `"kind": "Error"`)
+		body := a.Expect(t, "GET", "/routes/"+prefix, "", http.StatusOK, `"kind": "Error"`)
 		if !strings.Contains(body, why) {
 			t.Errorf("GET /routes/%s: %s, want an error containing %q", prefix, body, why)
 		}
@@ -443,7 +388,7 @@ func testInvalidRoutes(t *testing.T, a *agent, want map[string]string) {
 	if n := a.rec.Status().Retries; n != 0 {
 		t.Errorf("%d retries queued for permanent errors", n)
 	}
-	health := a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "unreachable")
+	health := a.Expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "unreachable")
 	if !strings.Contains(health, "nosuch0") {
 		t.Errorf("/healthz does not name the missing device: %s", health)
 	}
@@ -451,10 +396,10 @@ func testInvalidRoutes(t *testing.T, a *agent, want map[string]string) {
 	// DELETE takes any key in the table, so that an operator can remove
 	// what another writer got wrong.
 	for prefix := range failing {
-		a.expect(t, "DELETE", "/routes/"+prefix, "", http.StatusNoContent, "")
+		a.Expect(t, "DELETE", "/routes/"+prefix, "", http.StatusNoContent, "")
 	}
 	a.settle(t)
-	a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	a.Expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
 	if err := a.kernelMismatch(want); err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +452,7 @@ func testDrift(t *testing.T, a *agent, want map[string]string) {
 
 // testMetrics: the operator endpoints report on the reconciler.
 func testMetrics(t *testing.T, a *agent) {
-	a.expect(t, "GET", "/metrics", "", http.StatusOK,
+	a.Expect(t, "GET", "/metrics", "", http.StatusOK,
 		`converge_reconciler_operations_total{module_id="routes",name="",op="update",result="ok"}`)
-	a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-routes"`)
+	a.Expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-routes"`)
 }
