@@ -31,6 +31,8 @@ type convergeObject struct {
 
 func (o *convergeObject) clone() *convergeObject { c := *o; return &c }
 
+func (o *convergeObject) id() uint64 { return o.ID }
+
 func (o *convergeObject) TableHeader() []string { return []string{"ID", "Value", "Status"} }
 
 func (o *convergeObject) TableRow() []string {
@@ -45,6 +47,8 @@ type statedbObject struct {
 }
 
 func (o *statedbObject) clone() *statedbObject { c := *o; return &c }
+
+func (o *statedbObject) id() uint64 { return o.ID }
 
 func (o *statedbObject) TableHeader() []string { return []string{"ID", "Value", "Status"} }
 

@@ -202,6 +202,27 @@ func (t *routeTarget) verify(n int) error {
 	return nil
 }
 
+// objectIDs is the IDs of a Prune's desired objects, of either side.
+func objectIDs[Obj interface{ id() uint64 }](objs iter.Seq2[Obj, statedb.Revision]) iter.Seq[uint64] {
+	return func(yield func(uint64) bool) {
+		for obj := range objs {
+			if !yield(obj.id()) {
+				return
+			}
+		}
+	}
+}
+
+// batchIDs returns the IDs of a batch of n entries, id(i) the i-th's, and
+// room for their results.
+func batchIDs(n int, id func(int) uint64) ([]uint64, []error) {
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = id(i)
+	}
+	return ids, make([]error, n)
+}
+
 // convergeRouteOps are the target's operations for converge; with batch
 // set, it is BatchOperations too.
 type convergeRouteOps struct{ t *routeTarget }
@@ -215,20 +236,11 @@ func (o convergeRouteOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb
 }
 
 func (o convergeRouteOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*convergeObject, statedb.Revision]) error {
-	return o.t.prune(ctx, func(yield func(uint64) bool) {
-		for obj := range objs {
-			if !yield(obj.ID) {
-				return
-			}
-		}
-	})
+	return o.t.prune(ctx, objectIDs(objs))
 }
 
 func (o convergeRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch []reconciler.BatchEntry[*convergeObject]) {
-	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
-	for i := range batch {
-		ids[i] = batch[i].Object.ID
-	}
+	ids, errs := batchIDs(len(batch), func(i int) uint64 { return batch[i].Object.ID })
 	o.t.replaceBatch(ctx, ids, errs)
 	for i := range batch {
 		batch[i].Result = errs[i]
@@ -236,10 +248,7 @@ func (o convergeRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, ba
 }
 
 func (o convergeRouteOps) DeleteBatch(ctx context.Context, _ statedb.ReadTxn, batch []reconciler.BatchEntry[*convergeObject]) {
-	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
-	for i := range batch {
-		ids[i] = batch[i].Object.ID
-	}
+	ids, errs := batchIDs(len(batch), func(i int) uint64 { return batch[i].Object.ID })
 	o.t.deleteBatch(ctx, o.t.conn, ids, errs)
 	for i := range batch {
 		batch[i].Result = errs[i]
@@ -259,20 +268,11 @@ func (o statedbRouteOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.
 }
 
 func (o statedbRouteOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*statedbObject, statedb.Revision]) error {
-	return o.t.prune(ctx, func(yield func(uint64) bool) {
-		for obj := range objs {
-			if !yield(obj.ID) {
-				return
-			}
-		}
-	})
+	return o.t.prune(ctx, objectIDs(objs))
 }
 
 func (o statedbRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, batch []sdbrec.BatchEntry[*statedbObject]) {
-	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
-	for i := range batch {
-		ids[i] = batch[i].Object.ID
-	}
+	ids, errs := batchIDs(len(batch), func(i int) uint64 { return batch[i].Object.ID })
 	o.t.replaceBatch(ctx, ids, errs)
 	for i := range batch {
 		batch[i].Result = errs[i]
@@ -280,10 +280,7 @@ func (o statedbRouteOps) UpdateBatch(ctx context.Context, _ statedb.ReadTxn, bat
 }
 
 func (o statedbRouteOps) DeleteBatch(ctx context.Context, _ statedb.ReadTxn, batch []sdbrec.BatchEntry[*statedbObject]) {
-	ids, errs := make([]uint64, len(batch)), make([]error, len(batch))
-	for i := range batch {
-		ids[i] = batch[i].Object.ID
-	}
+	ids, errs := batchIDs(len(batch), func(i int) uint64 { return batch[i].Object.ID })
 	o.t.deleteBatch(ctx, o.t.conn, ids, errs)
 	for i := range batch {
 		batch[i].Result = errs[i]
