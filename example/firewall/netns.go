@@ -4,10 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/converge-go/converge/internal/netroute"
 )
 
 // errNamespaceClosed is returned by netns.do after Close.
@@ -33,7 +34,7 @@ type netns struct {
 // Close (or until nothing else holds it).
 func newPrivateNetns() (*netns, error) {
 	var file *os.File
-	err := onThread(func() error {
+	err := netroute.OnThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			return privileges("create a network namespace", err)
 		}
@@ -83,7 +84,7 @@ func (n *netns) do(fn func() error) error {
 		return errNamespaceClosed
 	}
 	fd := int(n.file.Fd())
-	return onThread(func() error {
+	return netroute.OnThread(func() error {
 		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 			return privileges("enter the network namespace", err)
 		}
@@ -103,18 +104,6 @@ func (n *netns) Close() error {
 	err := n.file.Close()
 	n.file = nil
 	return err
-}
-
-// onThread runs fn on a new goroutine locked to its OS thread, and never
-// unlocks it: when the goroutine ends, the Go runtime ends the thread,
-// whatever namespace fn left it in.
-func onThread(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		errc <- fn()
-	}()
-	return <-errc
 }
 
 // privileges explains a permission error.

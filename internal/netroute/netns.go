@@ -43,7 +43,7 @@ type Namespace struct {
 // device, down) that lives until Close. Its routes vanish with it.
 func NewNamespace() (*Namespace, error) {
 	n := &Namespace{}
-	err := onThread(func() error {
+	err := OnThread(func() error {
 		ns, err := netns.New() // unshare(CLONE_NEWNET): this thread is now in it
 		if err != nil {
 			return privileges("create a network namespace", err)
@@ -89,7 +89,7 @@ func (n *Namespace) Path() string {
 // Do runs fn on an OS thread that is in the namespace, for opening
 // sockets in it. The thread is discarded afterwards.
 func (n *Namespace) Do(fn func() error) error {
-	return onThread(func() error {
+	return OnThread(func() error {
 		if err := netns.Set(n.ns); err != nil {
 			return privileges("enter the network namespace", err)
 		}
@@ -154,10 +154,12 @@ func (n *Namespace) Close() error {
 	return nil
 }
 
-// onThread runs fn on a new goroutine locked to its OS thread, and never
+// OnThread runs fn on a new goroutine locked to its OS thread, and never
 // unlocks it: when the goroutine ends, the Go runtime terminates the
-// thread, whatever namespace fn left it in.
-func onThread(fn func() error) error {
+// thread, whatever namespace fn left it in. Whatever enters a network
+// namespace (a netlink socket, a command started by fn) does it here, so
+// that no thread of the program stays in the wrong namespace.
+func OnThread(fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
