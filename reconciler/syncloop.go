@@ -100,9 +100,9 @@ type syncLoop[Obj comparable] struct {
 
 	next, full, healthTimer timer
 
-	// While a Sync waits for its debounce, new changes are read at most
-	// every SyncDebounce.readEvery(): not before readAt. readHeld is set
-	// while changes wait unread for readTimer.
+	// While a Sync waits for its debounce (firstChange is set), new
+	// changes are read at most every SyncDebounce.readEvery(): not before
+	// readAt. readHeld is set while changes wait unread for readTimer.
 	readAt    time.Time
 	readHeld  bool
 	readTimer timer
@@ -159,14 +159,14 @@ func (s *syncLoop[Obj]) stop() {
 func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 	s.readHeld = false
 	if isClosed(s.changesWatch) {
-		if now.Before(s.readAt) {
+		// Once a Sync has taken the changes (firstChange is zero again),
+		// the next change is read at once: it starts a debounce.
+		if !s.firstChange.IsZero() && now.Before(s.readAt) {
 			s.readHeld = true
 			s.readTimer.arm(s.readAt.Sub(now))
 		} else {
 			s.read(s.db.ReadTxn(), now)
-			if !s.firstChange.IsZero() {
-				s.readAt = now.Add(s.cfg.SyncDebounce.readEvery())
-			}
+			s.readAt = now.Add(s.cfg.SyncDebounce.readEvery())
 		}
 	}
 	if at, ok := s.nextSync(now); ok {
