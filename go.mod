@@ -15,6 +15,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4
 	golang.org/x/sys v0.35.0
 	golang.org/x/time v0.15.0
+	google.golang.org/protobuf v1.36.8
 )
 
 require (
@@ -47,7 +48,6 @@ require (
 	golang.org/x/term v0.16.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 	golang.org/x/tools v0.35.0 // indirect
-	google.golang.org/protobuf v1.36.8 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -20,6 +20,14 @@ const (
 	cpuLabelValue = "reconciler"
 )
 
+// profileHz is the sampling rate labelCPU asks for. At pprof's 100 Hz a
+// sync-storm reconciler's tenth of a CPU-second was a dozen samples, and a
+// run's figure moved by a third from sampling alone. The kernel may
+// deliver fewer (Linux's per-thread CPU timers fire at most once a tick:
+// 250 Hz with HZ=250), so labelCPU scales by the process's CPU time
+// rather than trusting the sampling period.
+const profileHz = 1000
+
 // startLabelled starts side's rig with its goroutines labelled for
 // labelCPU. The goroutine that drives it (writes, observers) is not.
 func startLabelled(ctx context.Context, side string, opts rigOptions) (r rig, err error) {
@@ -29,44 +37,45 @@ func startLabelled(ctx context.Context, side string, opts rigOptions) (r rig, er
 	return r, err
 }
 
-// labelCPU runs fn under a CPU profile and returns the CPU time sampled in
-// the goroutines of a rig started by startLabelled: the reconciler, its
-// hive and the table's own goroutines, with the GC assists of what they
+// labelCPU runs fn under a CPU profile and returns the CPU time of the
+// goroutines of a rig started by startLabelled: the reconciler, its hive
+// and the table's own goroutines, with the GC assists of what they
 // allocate, and not the writer that drives them nor the background GC.
 // Unlike the process's CPU less a reference run's, it does not carry the
-// run-to-run noise of the writer's wake-ups. The profile samples at 100 Hz
-// (each sample is 10ms of CPU): fine for the tenths of a CPU-second it
-// measures, not for less. ok is false when a CPU profile is running
-// already (-cpuprofile): then nothing is measured.
+// run-to-run noise of the writer's wake-ups. It is the process's CPU time
+// over fn times the share of the profile's samples that carry the label
+// (where the process's CPU time is not measured, the labelled samples'
+// own CPU). ok is false when a CPU profile is running already
+// (-cpuprofile): then nothing is measured.
 func labelCPU(fn func() error) (cpu time.Duration, ok bool, err error) {
 	var buf bytes.Buffer
-	if err := pprof.StartCPUProfile(&buf); err != nil {
+	if err := startCPUProfile(&buf, profileHz); err != nil {
 		return 0, false, fn()
 	}
+	cpu0 := cpuTime()
 	err = fn()
+	process := cpuTime() - cpu0
 	pprof.StopCPUProfile()
 	if err != nil {
 		return 0, false, err
 	}
-	cpu, err = labelledCPU(&buf, cpuLabel, cpuLabelValue)
-	return cpu, err == nil, err
+	labelled, all, err := labelledCPU(&buf, cpuLabel, cpuLabelValue)
+	if err != nil {
+		return 0, false, err
+	}
+	if process <= 0 || all <= 0 {
+		return labelled, true, nil
+	}
+	return time.Duration(float64(process) * float64(labelled) / float64(all)), true, nil
 }
 
 // labelledCPU reads a CPU profile (gzipped profile.proto, as
 // runtime/pprof writes it) and sums the CPU time of the samples labelled
-// key=value.
-func labelledCPU(r io.Reader, key, value string) (time.Duration, error) {
-	zr, err := gzip.NewReader(r)
+// key=value, and of all samples.
+func labelledCPU(r io.Reader, key, value string) (labelled, all time.Duration, err error) {
+	p, err := readProfile(r)
 	if err != nil {
-		return 0, err
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		return 0, err
-	}
-	p, err := parseProfile(b)
-	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	cpuIndex := -1
 	for i, t := range p.sampleTypes {
@@ -75,23 +84,41 @@ func labelledCPU(r io.Reader, key, value string) (time.Duration, error) {
 		}
 	}
 	if cpuIndex < 0 {
-		return 0, fmt.Errorf("CPU profile without a cpu sample type")
+		return 0, 0, fmt.Errorf("CPU profile without a cpu sample type")
 	}
-	var total int64
 	for _, s := range p.samples {
+		if cpuIndex >= len(s.values) {
+			continue
+		}
+		v := time.Duration(s.values[cpuIndex])
+		all += v
 		for _, l := range s.labels {
-			if p.str(l[0]) == key && p.str(l[1]) == value && cpuIndex < len(s.values) {
-				total += s.values[cpuIndex]
+			if p.str(l[0]) == key && p.str(l[1]) == value {
+				labelled += v
 				break
 			}
 		}
 	}
-	return time.Duration(total), nil
+	return labelled, all, nil
+}
+
+// readProfile reads a gzipped profile.proto.
+func readProfile(r io.Reader) (*profile, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, err
+	}
+	return parseProfile(b)
 }
 
 // profile is the part of profile.proto labelledCPU reads.
 type profile struct {
 	sampleTypes []int64 // each sample type's name, as a string index
+	period      int64   // between samples, in the unit of period_type (ns for CPU)
 	samples     []sample
 	strings     []string
 }
@@ -109,10 +136,13 @@ func (p *profile) str(i int64) string {
 }
 
 // parseProfile decodes the fields of a Profile message that labelledCPU
-// needs: sample_type (1), sample (2) and string_table (6).
+// needs: sample_type (1), sample (2), string_table (6) and period (12).
 func parseProfile(b []byte) (*profile, error) {
 	p := &profile{}
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+		if typ == protowire.VarintType && num == 12 {
+			p.period = int64(x)
+		}
 		if typ != protowire.BytesType {
 			return nil
 		}
