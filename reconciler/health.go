@@ -27,6 +27,9 @@ type healthState struct {
 	failingDeletes int       // how many of failing are deletes
 	dirty          bool      // failing changed since the last report
 	last           string    // the last health message, to skip repeats
+	lastCount      int       // the object count and suspension in last, when it
+	lastSuspended  bool      // is an OK or Suspended message: a report that
+	lastPlain      bool      // would repeat it costs no formatting
 	lastDegraded   time.Time // when the last Degraded report was built
 	recent         recentErrors
 }
@@ -242,6 +245,7 @@ func (h *healthState) report(health cell.Health, now time.Time, objects int, sus
 			}
 		}
 		if h.dirty || !wasDegraded {
+			h.lastPlain = false
 			h.lastDegraded = now
 			errs := h.firstErrors(maxHealthErrors)
 			if whole.err != nil {
@@ -260,12 +264,16 @@ func (h *healthState) report(health cell.Health, now time.Time, objects int, sus
 			health.Degraded(msg[len("Degraded: "):], err)
 		}
 		return
+	case h.lastPlain && objects == h.lastCount && suspended == h.lastSuspended:
+		h.dirty = false
+		return
 	case suspended:
 		msg = fmt.Sprintf("Suspended, %d object(s)", objects)
 	default:
 		msg = fmt.Sprintf("OK, %d object(s)", objects)
 	}
 	h.dirty = false
+	h.lastPlain, h.lastCount, h.lastSuspended = true, objects, suspended
 	if msg != h.last {
 		h.last = msg
 		health.OK(msg)

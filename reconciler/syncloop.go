@@ -235,20 +235,25 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 	s.dirty = true // progress moves with pulledTo
 }
 
-// onChange decides what one change asks for.
+// onChange decides what one change asks for. Most changes read while a
+// storm goes on are this reconciler's own Done writes, which ask for
+// nothing: their entry is only built when it is kept.
 func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now time.Time) {
 	key := s.keyOf(ch.obj)
-	e := &syncEntry[Obj]{change: ch, floor: floor, origRev: floor + 1}
 	if ch.deleted {
-		s.request(key, e, now)
+		s.request(key, &syncEntry[Obj]{change: ch, floor: floor, origRev: floor + 1}, now)
 		return
 	}
-	e.status = s.cfg.GetObjectStatus(ch.obj)
-	if e.status.Kind == StatusKindPending {
-		e.requestedAt = e.status.UpdatedAt
+	st := s.cfg.GetObjectStatus(ch.obj)
+	entry := func(mark bool) *syncEntry[Obj] {
+		e := &syncEntry[Obj]{change: ch, status: st, mark: mark, floor: floor, origRev: floor + 1}
+		if st.Kind == StatusKindPending {
+			e.requestedAt = st.UpdatedAt
+		}
+		return e
 	}
 	known := s.pending[key]
-	switch st := e.status; {
+	switch {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		if s.sameRequest(key, st) {
 			// Another reconciler's status write on an object whose
@@ -258,17 +263,15 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now tim
 			}
 			return
 		}
-		e.mark = true
-		s.request(key, e, now)
+		s.request(key, entry(true), now)
 	case ch.rev <= s.startRev:
 		// There before this run: in the first Sync's changes, since
 		// nothing is known of what an earlier run applied. An Error left
 		// by it is retried.
-		e.mark = st.Kind != StatusKindDone
-		if e.mark {
-			s.request(key, e, now)
+		if st.Kind != StatusKindDone {
+			s.request(key, entry(true), now)
 		} else {
-			s.add(key, e)
+			s.add(key, entry(false))
 		}
 	case known != nil:
 		// A status write on a waiting object: ours after a failed Sync,
@@ -358,7 +361,8 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	if s.hasFloor {
 		run.minFloor = min(run.minFloor, s.firstFloor)
 	}
-	s.pending = map[string]*syncEntry[Obj]{}
+	// Sized for a storm's next batch, not for a first Sync of the whole table.
+	s.pending = make(map[string]*syncEntry[Obj], min(len(run.entries), s.cfg.RoundSize))
 	s.firstChange, s.lastChange, s.retryAt, s.fullWanted = time.Time{}, time.Time{}, time.Time{}, false
 	s.untried, s.hasFloor, s.retryFloor = 0, false, ^statedb.Revision(0)
 	s.lastStart = now
