@@ -76,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.syncDuration, "sync-duration", o.syncDuration, "sync-storm: how long the storm lasts")
 	fs.IntVar(&o.routesSmall, "routes-small", o.routesSmall, "routes-<n>: kernel routes in the small run (needs root)")
 	fs.IntVar(&o.routesLarge, "routes-large", o.routesLarge, "routes-<n>: kernel routes in the large run (needs root)")
+	fs.IntVar(&o.wakeResidentMiB, "wake-resident-mib", o.wakeResidentMiB, "machine/wake: the large heap held resident, in MiB")
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -119,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"trickle-samples": o.trickleSamples, "bulk-objects": o.bulkObjects, "bulk-loads": o.bulkLoads,
 		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
 		"sync-objects": o.syncObjects, "sync-rate": o.syncRate,
-		"routes-small": o.routesSmall, "routes-large": o.routesLarge,
+		"routes-small": o.routesSmall, "routes-large": o.routesLarge, "wake-resident-mib": o.wakeResidentMiB,
 	} {
 		if n < 1 {
 			return o, fmt.Errorf("-%s must be at least 1", name)
@@ -142,6 +143,7 @@ func sizeFields(s *sizes) map[string]any {
 		"full-objects": &s.fullObjects, "run-timeout": &s.runTimeout,
 		"sync-objects": &s.syncObjects, "sync-rate": &s.syncRate, "sync-duration": &s.syncDuration,
 		"routes-small": &s.routesSmall, "routes-large": &s.routesLarge,
+		"wake-resident-mib": &s.wakeResidentMiB,
 	}
 }
 

@@ -30,6 +30,8 @@ type sizes struct {
 	syncObjects  int           // sync-storm: objects in the table
 	syncRate     int           // sync-storm: changes per second
 	syncDuration time.Duration // sync-storm: how long the storm lasts
+
+	wakeResidentMiB int // machine/wake: the large heap, in MiB
 }
 
 // fullSizes are the sizes of the workloads.
@@ -55,6 +57,8 @@ func fullSizes() sizes {
 		syncObjects:    100_000,
 		syncRate:       1000,
 		syncDuration:   5 * time.Second,
+		// About what a 1M-object run holds resident.
+		wakeResidentMiB: 1536,
 	}
 }
 
@@ -63,26 +67,27 @@ func fullSizes() sizes {
 // trickle workloads).
 func quickSizes() sizes {
 	return sizes{
-		noopObjects:    100_000,
-		insertBatch:    1000,
-		slowObjects:    300,
-		slowDelay:      time.Millisecond,
-		latencySmall:   1000,
-		latencyLarge:   50_000,
-		latencySamples: 100,
-		latencyGap:     5 * time.Second / roundRate,
-		trickleSamples: 200,
-		bulkObjects:    20_000,
-		bulkLoads:      2,
-		retryObjects:   5000,
-		retryHeal:      300 * time.Millisecond,
-		fullObjects:    50_000,
-		routesSmall:    1000,
-		routesLarge:    10_000,
-		runTimeout:     time.Minute,
-		syncObjects:    20_000,
-		syncRate:       1000,
-		syncDuration:   time.Second,
+		noopObjects:     100_000,
+		insertBatch:     1000,
+		slowObjects:     300,
+		slowDelay:       time.Millisecond,
+		latencySmall:    1000,
+		latencyLarge:    50_000,
+		latencySamples:  100,
+		latencyGap:      5 * time.Second / roundRate,
+		trickleSamples:  200,
+		bulkObjects:     20_000,
+		bulkLoads:       2,
+		retryObjects:    5000,
+		retryHeal:       300 * time.Millisecond,
+		fullObjects:     50_000,
+		routesSmall:     1000,
+		routesLarge:     10_000,
+		runTimeout:      time.Minute,
+		syncObjects:     20_000,
+		syncRate:        1000,
+		syncDuration:    time.Second,
+		wakeResidentMiB: 64,
 	}
 }
 
@@ -153,6 +158,7 @@ func workloads(sz sizes) []workload {
 		retryWorkload(sz),
 		fullWorkload(sz),
 		syncStormWorkload(sz),
+		wakeWorkload(sz),
 		routesWorkload(sz, sz.routesSmall),
 		routesWorkload(sz, sz.routesLarge),
 	}
