@@ -3,7 +3,7 @@
 # workloads (see benchmarks/README.md) and prints the table of medians and
 # ratios. Every argument is passed on to the program:
 #
-#   scripts/bench.sh                  # everything, 3 pairs of runs (~22 min on 2 cores, as root with routes)
+#   scripts/bench.sh                  # everything, 3 pairs of runs (~13 min on 2 cores, as root with routes; 21 with -pairs 5)
 #   scripts/bench.sh -quick           # smaller sizes, under a minute
 #   scripts/bench.sh -only latency -pairs 5
 #   scripts/bench.sh -json > results.jsonl
