@@ -256,109 +256,11 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Run("bad requests change nothing", func(t *testing.T) {
-		desiredBefore, err := os.ReadFile(a.desired)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ok := `{"content": "x"}`
-		for _, c := range []struct {
-			method, path, body string
-			status             int
-			want               string
-		}{
-			{"PUT", "/files/..%2Fescape", ok, 400, `invalid file: name \"../escape\"`},
-			{"PUT", "/files/%2E%2E", ok, 400, `name \"..\"`},
-			{"PUT", "/files/sub%2Ffile", ok, 400, `name \"sub/file\"`},
-			{"PUT", "/files/.hidden", ok, 400, `name \".hidden\"`},
-			{"PUT", "/files/with%20space", ok, 400, `name \"with space\"`},
-			{"PUT", "/files/" + strings.Repeat("n", 129), ok, 400, "want 1 to 128 letters"},
-			{"PUT", "/files/x.txt", "", 400, "empty body"},
-			{"PUT", "/files/x.txt", `{"content": `, 400, "bad JSON"},
-			{"PUT", "/files/x.txt", `{"contents": "x"}`, 400, `unknown field \"contents\"`},
-			{"PUT", "/files/x.txt", `{"mode": "0644"}`, 400, `\"content\" is missing`},
-			{"PUT", "/files/x.txt", `{"content": "x"} {}`, 400, "unexpected data after the object"},
-			{"PUT", "/files/x.txt", `{"content": "x", "mode": "0999"}`, 400, `mode \"0999\"`},
-			{"PUT", "/files/x.txt", `{"content": "x", "mode": 420}`, 400, "bad JSON"},
-			{"PUT", "/files/x.txt", `{"content": "x", "mode": "4755"}`, 400, "only permission bits"},
-			{"PUT", "/files/x.txt", `{"content": "x", "mode": "0444"}`, 400, "owner must be able to read and write"},
-			{"PUT", "/files/x.txt", `{"content": "` + strings.Repeat("x", MaxContentSize+1) + `"}`, 413, "the limit is 1048576"},
-			{"PUT", "/files/x.txt", `{"content": "` + strings.Repeat("x", maxBodySize) + `"}`, 413, "the request body is over"},
-			{"GET", "/files/x.txt", "", 404, `no desired file \"x.txt\"`},
-			{"DELETE", "/files/x.txt", "", 404, `no desired file \"x.txt\"`},
-			{"POST", "/files", ok, 405, ""},
-		} {
-			a.expect(t, c.method, c.path, c.body, c.status, c.want)
-		}
-		a.settle(t)
-		if err := a.dirMismatch(expected); err != nil {
-			t.Fatal(err)
-		}
-		if n := len(a.listed(t)); n != len(expected) {
-			t.Fatalf("%d desired files, want %d", n, len(expected))
-		}
-		desiredAfter, err := os.ReadFile(a.desired)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(desiredBefore, desiredAfter) {
-			t.Fatalf("desired-state file changed:\n%s\nto\n%s", desiredBefore, desiredAfter)
-		}
-	})
+	t.Run("bad requests change nothing", func(t *testing.T) { testBadRequests(t, a, expected) })
 
-	t.Run("drift is repaired and strays pruned", func(t *testing.T) {
-		write := func(name, content string, mode fs.FileMode) {
-			if err := os.WriteFile(filepath.Join(a.dir, name), []byte(content), mode); err != nil {
-				t.Fatal(err)
-			}
-		}
-		write("a.txt", "edited behind its back\n", 0o640)
-		if err := os.Chmod(filepath.Join(a.dir, "run.sh"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		write("stray.txt", "nobody asked for this\n", 0o644)
-		write(".tmp-a.txt-123", "left by a crash\n", 0o600)
-		eventually(t, "repair", func() error { return a.dirMismatch(expected) })
+	t.Run("drift is repaired and strays pruned", func(t *testing.T) { testDrift(t, a, expected) })
 
-		if err := os.Remove(filepath.Join(a.dir, "a.txt")); err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, "restore", func() error { return a.dirMismatch(expected) })
-
-		// The status endpoint shows the full reconciliations.
-		var snaps []reconciler.StatusSnapshot
-		body := a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-files"`)
-		if err := json.Unmarshal([]byte(body), &snaps); err != nil || len(snaps) != 1 {
-			t.Fatalf("GET /status: %v in %q", err, body)
-		}
-		if s := snaps[0]; !s.Initialized || s.LastFull.At.IsZero() || s.Objects.Done+s.Objects.Refreshing != 2 {
-			t.Fatalf("GET /status: %+v", s)
-		}
-	})
-
-	t.Run("healthz reports a failing file", func(t *testing.T) {
-		a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
-		blocker := filepath.Join(a.dir, "blocked.txt")
-		if err := os.Mkdir(blocker, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		a.expect(t, "PUT", "/files/blocked.txt", `{"content": "b"}`, http.StatusCreated, "")
-		// The reconciler reports health before it reports progress, so
-		// once the change has been attempted the health is Degraded.
-		a.attempted(t)
-		a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "blocked.txt is a directory")
-		a.expect(t, "GET", "/files/blocked.txt", "", http.StatusOK, `"kind": "Error"`)
-
-		if err := os.Remove(blocker); err != nil {
-			t.Fatal(err)
-		}
-		a.settle(t) // the retry succeeds
-		a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
-		expected["blocked.txt"] = want{"b", 0o644}
-		if err := a.dirMismatch(expected); err != nil {
-			t.Fatal(err)
-		}
-	})
+	t.Run("healthz reports a failing file", func(t *testing.T) { testFailingFile(t, a, expected) })
 
 	t.Run("metrics", func(t *testing.T) {
 		a.expect(t, "GET", "/metrics", "", http.StatusOK,
@@ -366,23 +268,7 @@ func TestEndToEnd(t *testing.T) {
 		a.expect(t, "GET", "/debug/vars", "", http.StatusOK, `"memstats"`)
 	})
 
-	t.Run("shell", func(t *testing.T) {
-		// What "go run ./example shell reconciler/status" does.
-		var out bytes.Buffer
-		if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, "reconciler/status"); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out.String(), "desired-files") {
-			t.Fatalf("reconciler/status: %q", out.String())
-		}
-		out.Reset()
-		if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, "db/show desired-files"); err != nil {
-			t.Fatal(err)
-		}
-		if !strings.Contains(out.String(), "blocked.txt") {
-			t.Fatalf("db/show: %q", out.String())
-		}
-	})
+	t.Run("shell", func(t *testing.T) { testShell(t, a) })
 
 	t.Run("a restart keeps the desired set", func(t *testing.T) {
 		a.stop()
@@ -399,6 +285,135 @@ func TestEndToEnd(t *testing.T) {
 		}
 		eventually(t, "prune after restart", func() error { return b.dirMismatch(expected) })
 	})
+}
+
+// testBadRequests: requests the API refuses change neither the desired set
+// nor the directory.
+func testBadRequests(t *testing.T, a *agent, expected map[string]want) {
+	desiredBefore, err := os.ReadFile(a.desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := `{"content": "x"}`
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		want               string
+	}{
+		{"PUT", "/files/..%2Fescape", ok, 400, `invalid file: name \"../escape\"`},
+		{"PUT", "/files/%2E%2E", ok, 400, `name \"..\"`},
+		{"PUT", "/files/sub%2Ffile", ok, 400, `name \"sub/file\"`},
+		{"PUT", "/files/.hidden", ok, 400, `name \".hidden\"`},
+		{"PUT", "/files/with%20space", ok, 400, `name \"with space\"`},
+		{"PUT", "/files/" + strings.Repeat("n", 129), ok, 400, "want 1 to 128 letters"},
+		{"PUT", "/files/x.txt", "", 400, "empty body"},
+		{"PUT", "/files/x.txt", `{"content": `, 400, "bad JSON"},
+		{"PUT", "/files/x.txt", `{"contents": "x"}`, 400, `unknown field \"contents\"`},
+		{"PUT", "/files/x.txt", `{"mode": "0644"}`, 400, `\"content\" is missing`},
+		{"PUT", "/files/x.txt", `{"content": "x"} {}`, 400, "unexpected data after the object"},
+		{"PUT", "/files/x.txt", `{"content": "x", "mode": "0999"}`, 400, `mode \"0999\"`},
+		{"PUT", "/files/x.txt", `{"content": "x", "mode": 420}`, 400, "bad JSON"},
+		{"PUT", "/files/x.txt", `{"content": "x", "mode": "4755"}`, 400, "only permission bits"},
+		{"PUT", "/files/x.txt", `{"content": "x", "mode": "0444"}`, 400, "owner must be able to read and write"},
+		{"PUT", "/files/x.txt", `{"content": "` + strings.Repeat("x", MaxContentSize+1) + `"}`, 413, "the limit is 1048576"},
+		{"PUT", "/files/x.txt", `{"content": "` + strings.Repeat("x", maxBodySize) + `"}`, 413, "the request body is over"},
+		{"GET", "/files/x.txt", "", 404, `no desired file \"x.txt\"`},
+		{"DELETE", "/files/x.txt", "", 404, `no desired file \"x.txt\"`},
+		{"POST", "/files", ok, 405, ""},
+	} {
+		a.expect(t, c.method, c.path, c.body, c.status, c.want)
+	}
+	a.settle(t)
+	if err := a.dirMismatch(expected); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.listed(t)); n != len(expected) {
+		t.Fatalf("%d desired files, want %d", n, len(expected))
+	}
+	desiredAfter, err := os.ReadFile(a.desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(desiredBefore, desiredAfter) {
+		t.Fatalf("desired-state file changed:\n%s\nto\n%s", desiredBefore, desiredAfter)
+	}
+}
+
+// testDrift: files edited, removed or added behind the agent's back are
+// repaired and pruned, and the status endpoint shows it.
+func testDrift(t *testing.T, a *agent, expected map[string]want) {
+	write := func(name, content string, mode fs.FileMode) {
+		if err := os.WriteFile(filepath.Join(a.dir, name), []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a.txt", "edited behind its back\n", 0o640)
+	if err := os.Chmod(filepath.Join(a.dir, "run.sh"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write("stray.txt", "nobody asked for this\n", 0o644)
+	write(".tmp-a.txt-123", "left by a crash\n", 0o600)
+	eventually(t, "repair", func() error { return a.dirMismatch(expected) })
+
+	if err := os.Remove(filepath.Join(a.dir, "a.txt")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restore", func() error { return a.dirMismatch(expected) })
+
+	// The status endpoint shows the full reconciliations.
+	var snaps []reconciler.StatusSnapshot
+	body := a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-files"`)
+	if err := json.Unmarshal([]byte(body), &snaps); err != nil || len(snaps) != 1 {
+		t.Fatalf("GET /status: %v in %q", err, body)
+	}
+	if s := snaps[0]; !s.Initialized || s.LastFull.At.IsZero() || s.Objects.Done+s.Objects.Refreshing != 2 {
+		t.Fatalf("GET /status: %+v", s)
+	}
+}
+
+// testFailingFile: a file that cannot be written makes /healthz fail
+// with its name until a retry writes it.
+func testFailingFile(t *testing.T, a *agent, expected map[string]want) {
+	a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	blocker := filepath.Join(a.dir, "blocked.txt")
+	if err := os.Mkdir(blocker, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	a.expect(t, "PUT", "/files/blocked.txt", `{"content": "b"}`, http.StatusCreated, "")
+	// The reconciler reports health before it reports progress, so
+	// once the change has been attempted the health is Degraded.
+	a.attempted(t)
+	a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "blocked.txt is a directory")
+	a.expect(t, "GET", "/files/blocked.txt", "", http.StatusOK, `"kind": "Error"`)
+
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	a.settle(t) // the retry succeeds
+	a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	expected["blocked.txt"] = want{"b", 0o644}
+	if err := a.dirMismatch(expected); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testShell: the operator shell's commands answer over the socket.
+func testShell(t *testing.T, a *agent) {
+	// What "go run ./example shell reconciler/status" does.
+	var out bytes.Buffer
+	if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, "reconciler/status"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "desired-files") {
+		t.Fatalf("reconciler/status: %q", out.String())
+	}
+	out.Reset()
+	if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, "db/show desired-files"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "blocked.txt") {
+		t.Fatalf("db/show: %q", out.String())
+	}
 }
 
 // A state directory that holds files while there is no desired-state file
