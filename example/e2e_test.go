@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
 	"os"
@@ -15,14 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
-	"github.com/spf13/pflag"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/example/internal/agenttest"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -33,95 +30,39 @@ const fullInterval = 200 * time.Millisecond
 // agent is one running example, in-process: the same cells as main, with
 // the flags a user would give.
 type agent struct {
-	t       *testing.T
-	hive    *hive.Hive
+	*agenttest.Agent
 	dir     string // the state directory
 	desired string // the desired-state file
 	socket  string // the shell's socket
-	url     string
-	client  *http.Client
 	db      *statedb.DB
 	files   statedb.Table[*File]
 	rec     reconciler.Reconciler[*File]
-	stopped bool
 }
 
 // startAgent starts the example with its state in root. It listens on a
 // free port of 127.0.0.1.
 func startAgent(t *testing.T, root string) (*agent, error) {
 	a := &agent{
-		t:       t,
 		dir:     filepath.Join(root, "state"),
 		desired: filepath.Join(root, "desired.json"),
 		socket:  filepath.Join(root, "shell.sock"),
-		// No keep-alives: an idle connection's goroutines would outlive
-		// the test and trip goleak.
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
 	}
 	var srv *agentkit.Server
-	a.hive = newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
+	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
 		srv, a.db, a.files, a.rec = s, db, files, rec
 	}))
-	flags := pflag.NewFlagSet("example", pflag.ContinueOnError)
-	a.hive.RegisterFlags(flags)
-	if err := flags.Parse([]string{
+	var err error
+	a.Agent, err = agenttest.TryStart(t, h, []string{
 		"--state-dir", a.dir,
 		"--desired-file", a.desired,
 		"--shell-sock-path", a.socket,
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	log := hivetest.Logger(t)
-	if err := a.hive.Start(log, t.Context()); err != nil {
-		a.hive.Stop(log, context.Background())
+	}, func() *agentkit.Server { return srv })
+	if err != nil {
 		return nil, err
 	}
-	a.url = "http://" + srv.Addr()
-	t.Cleanup(a.stop)
 	return a, nil
-}
-
-// stop stops the hive, once.
-func (a *agent) stop() {
-	if a.stopped {
-		return
-	}
-	a.stopped = true
-	if err := a.hive.Stop(hivetest.Logger(a.t), context.Background()); err != nil {
-		a.t.Errorf("stop: %s", err)
-	}
-}
-
-// do sends a request and returns the status and the body.
-func (a *agent) do(t *testing.T, method, path, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := a.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
-}
-
-// expect sends a request and fails the test unless the answer has the
-// status and contains want.
-func (a *agent) expect(t *testing.T, method, path, body string, status int, want string) string {
-	t.Helper()
-	got, resp := a.do(t, method, path, body)
-	if got != status || !strings.Contains(resp, want) {
-		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, got, resp, status, want)
-	}
-	return resp
 }
 
 // settle waits until every change made to the table so far is reconciled
@@ -196,24 +137,14 @@ func (a *agent) dirMismatch(files map[string]want) error {
 // reconciliation.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	agenttest.Eventually(t, what, 5*time.Second, 10*time.Millisecond, check)
 }
 
 // listed returns the desired files as GET /files shows them.
 func (a *agent) listed(t *testing.T) []File {
 	t.Helper()
 	var files []File
-	body := a.expect(t, "GET", "/files", "", http.StatusOK, "")
+	body := a.Expect(t, "GET", "/files", "", http.StatusOK, "")
 	if err := json.Unmarshal([]byte(body), &files); err != nil {
 		t.Fatalf("GET /files: %s in %q", err, body)
 	}
@@ -228,9 +159,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Desired files are written, with their modes.
-	a.expect(t, "PUT", "/files/a.txt", `{"content": "alpha\n"}`, http.StatusCreated, `"kind": "Pending"`)
-	a.expect(t, "PUT", "/files/run.sh", `{"content": "#!/bin/sh\n", "mode": "0755"}`, http.StatusCreated, `"mode": "0755"`)
-	a.expect(t, "PUT", "/files/gone.txt", `{"content": ""}`, http.StatusCreated, `"name": "gone.txt"`)
+	a.Expect(t, "PUT", "/files/a.txt", `{"content": "alpha\n"}`, http.StatusCreated, `"kind": "Pending"`)
+	a.Expect(t, "PUT", "/files/run.sh", `{"content": "#!/bin/sh\n", "mode": "0755"}`, http.StatusCreated, `"mode": "0755"`)
+	a.Expect(t, "PUT", "/files/gone.txt", `{"content": ""}`, http.StatusCreated, `"name": "gone.txt"`)
 	a.settle(t)
 	expected := map[string]want{
 		"a.txt":    {"alpha\n", 0o644},
@@ -247,8 +178,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// A change is written, a delete removes the file.
-	a.expect(t, "PUT", "/files/a.txt", `{"content": "alpha 2\n", "mode": "0640"}`, http.StatusOK, `"content": "alpha 2\n"`)
-	a.expect(t, "DELETE", "/files/gone.txt", "", http.StatusNoContent, "")
+	a.Expect(t, "PUT", "/files/a.txt", `{"content": "alpha 2\n", "mode": "0640"}`, http.StatusOK, `"content": "alpha 2\n"`)
+	a.Expect(t, "DELETE", "/files/gone.txt", "", http.StatusNoContent, "")
 	a.settle(t)
 	delete(expected, "gone.txt")
 	expected["a.txt"] = want{"alpha 2\n", 0o640}
@@ -263,15 +194,15 @@ func TestEndToEnd(t *testing.T) {
 	t.Run("healthz reports a failing file", func(t *testing.T) { testFailingFile(t, a, expected) })
 
 	t.Run("metrics", func(t *testing.T) {
-		a.expect(t, "GET", "/metrics", "", http.StatusOK,
+		a.Expect(t, "GET", "/metrics", "", http.StatusOK,
 			`converge_reconciler_operations_total{module_id="example",name="",op="update",result="ok"}`)
-		a.expect(t, "GET", "/debug/vars", "", http.StatusOK, `"memstats"`)
+		a.Expect(t, "GET", "/debug/vars", "", http.StatusOK, `"memstats"`)
 	})
 
 	t.Run("shell", func(t *testing.T) { testShell(t, a) })
 
 	t.Run("a restart keeps the desired set", func(t *testing.T) {
-		a.stop()
+		a.Stop()
 		stray := filepath.Join(a.dir, "stray-while-down.txt")
 		if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
@@ -321,7 +252,7 @@ func testBadRequests(t *testing.T, a *agent, expected map[string]want) {
 		{"DELETE", "/files/x.txt", "", 404, `no desired file \"x.txt\"`},
 		{"POST", "/files", ok, 405, ""},
 	} {
-		a.expect(t, c.method, c.path, c.body, c.status, c.want)
+		a.Expect(t, c.method, c.path, c.body, c.status, c.want)
 	}
 	a.settle(t)
 	if err := a.dirMismatch(expected); err != nil {
@@ -362,7 +293,7 @@ func testDrift(t *testing.T, a *agent, expected map[string]want) {
 
 	// The status endpoint shows the full reconciliations.
 	var snaps []reconciler.StatusSnapshot
-	body := a.expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-files"`)
+	body := a.Expect(t, "GET", "/status", "", http.StatusOK, `"table": "desired-files"`)
 	if err := json.Unmarshal([]byte(body), &snaps); err != nil || len(snaps) != 1 {
 		t.Fatalf("GET /status: %v in %q", err, body)
 	}
@@ -374,23 +305,23 @@ func testDrift(t *testing.T, a *agent, expected map[string]want) {
 // testFailingFile: a file that cannot be written makes /healthz fail
 // with its name until a retry writes it.
 func testFailingFile(t *testing.T, a *agent, expected map[string]want) {
-	a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	a.Expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
 	blocker := filepath.Join(a.dir, "blocked.txt")
 	if err := os.Mkdir(blocker, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	a.expect(t, "PUT", "/files/blocked.txt", `{"content": "b"}`, http.StatusCreated, "")
+	a.Expect(t, "PUT", "/files/blocked.txt", `{"content": "b"}`, http.StatusCreated, "")
 	// The reconciler reports health before it reports progress, so
 	// once the change has been attempted the health is Degraded.
 	a.attempted(t)
-	a.expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "blocked.txt is a directory")
-	a.expect(t, "GET", "/files/blocked.txt", "", http.StatusOK, `"kind": "Error"`)
+	a.Expect(t, "GET", "/healthz", "", http.StatusServiceUnavailable, "blocked.txt is a directory")
+	a.Expect(t, "GET", "/files/blocked.txt", "", http.StatusOK, `"kind": "Error"`)
 
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
 	a.settle(t) // the retry succeeds
-	a.expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
+	a.Expect(t, "GET", "/healthz", "", http.StatusOK, "ok")
 	expected["blocked.txt"] = want{"b", 0o644}
 	if err := a.dirMismatch(expected); err != nil {
 		t.Fatal(err)

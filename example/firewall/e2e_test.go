@@ -186,17 +186,7 @@ func byName(specs []RuleSpec) []RuleSpec {
 // next full reconciliation, seen only in the namespace.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	agenttest.Eventually(t, what, 10*time.Second, 20*time.Millisecond, check)
 }
 
 // agent is one running firewall, in-process: the same cells as main, with

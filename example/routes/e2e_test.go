@@ -129,17 +129,7 @@ func (a *agent) kernelMismatch(want map[string]string) error {
 // next full reconciliation.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	agenttest.Eventually(t, what, 10*time.Second, 10*time.Millisecond, check)
 }
 
 // TestEndToEnd runs the agent in its own private namespace, once with

@@ -31,6 +31,17 @@ type Agent struct {
 // started (an Invoke in h captures it); it must listen on 127.0.0.1.
 func Start(t *testing.T, h *hive.Hive, args []string, server func() *agentkit.Server) *Agent {
 	t.Helper()
+	a, err := TryStart(t, h, args, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TryStart is Start for a test that expects the start to fail: a hive
+// that fails to start is stopped and its error returned.
+func TryStart(t *testing.T, h *hive.Hive, args []string, server func() *agentkit.Server) (*Agent, error) {
+	t.Helper()
 	a := &Agent{
 		t:    t,
 		Hive: h,
@@ -46,11 +57,11 @@ func Start(t *testing.T, h *hive.Hive, args []string, server func() *agentkit.Se
 	log := hivetest.Logger(t)
 	if err := h.Start(log, t.Context()); err != nil {
 		h.Stop(log, context.Background())
-		t.Fatal(err)
+		return nil, err
 	}
 	a.URL = "http://" + server().Addr()
 	t.Cleanup(a.Stop)
-	return a
+	return a, nil
 }
 
 // Stop stops the hive, once.
@@ -85,4 +96,24 @@ func (a *Agent) Expect(t *testing.T, method, path, body string, status int, want
 		t.Fatalf("%s %s: got %d %q, want %d containing %q", method, path, resp.StatusCode, b, status, want)
 	}
 	return string(b)
+}
+
+// Eventually waits until check passes, looking every every for at most
+// within, and fails the test with check's last error otherwise. It is for
+// what an agent does on its own time (a repair at the next full
+// reconciliation), which the test sees only in the target: there is no
+// watch channel to wait on.
+func Eventually(t *testing.T, what string, within, every time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still %s", what, err)
+		}
+		time.Sleep(every)
+	}
 }
