@@ -269,9 +269,7 @@ func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeOb
 		rec, err = reconciler.New(convergeConfig(table, opts), p)
 		return err
 	})
-	r.waitAll = func(ctx context.Context) error {
-		return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
-	}
+	r.waitAll = convergeWaitAll(r)
 	r.waitTried = func(ctx context.Context) error {
 		return waitNoneOf(ctx, r.db, r.table.ToTable(), convergeStatusIndex.Query(reconciler.StatusKindPending))
 	}
@@ -310,16 +308,7 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 		if opts.target == nil {
 			return nil
 		}
-		options := []sdbrec.Option{
-			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
-			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
-			sdbrec.WithMetrics(statedbNopMetrics{}),
-			// No periodic pruning (its default prunes on start and
-			// hourly); Prune() still triggers one.
-			sdbrec.WithoutPruning(),
-			// No refreshing: its default, despite the doc, is every 30m.
-			sdbrec.WithRefreshing(0, nil),
-		}
+		options := statedbOptions()
 		if opts.full {
 			options = append(options, sdbrec.WithRefreshing(statedbRefreshInterval, rate.NewLimiter(rate.Inf, 1)))
 		}
@@ -330,24 +319,58 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 			ops, batchOps = render, render
 			options = append(options, statedbRoundLimit())
 		}
-		rec, err = sdbrec.Register(p, table,
-			(*statedbObject).clone,
-			func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
-			func(o *statedbObject) sdbrec.Status { return o.Status },
-			ops, batchOps, options...)
+		rec, err = registerStatedb(p, table, ops, batchOps, options...)
 		return err
 	})
-	r.waitAll = func(ctx context.Context) error {
-		return waitNoneOf(ctx, r.db, r.table.ToTable(),
-			statedbStatusIndex.Query(sdbrec.StatusKindPending),
-			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
-			statedbStatusIndex.Query(sdbrec.StatusKindError))
-	}
+	r.waitAll = statedbWaitAll(r)
 	r.waitTried = func(ctx context.Context) error {
 		return waitNoneOf(ctx, r.db, r.table.ToTable(), statedbStatusIndex.Query(sdbrec.StatusKindPending))
 	}
 	r.trigger = func() { rec.Prune() }
 	return r, r.populate()
+}
+
+// statedbOptions are the options every statedb reconciler of the
+// benchmarks starts from.
+func statedbOptions() []sdbrec.Option {
+	return []sdbrec.Option{
+		sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
+		sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
+		sdbrec.WithMetrics(statedbNopMetrics{}),
+		// No periodic pruning (its default prunes on start and hourly);
+		// Prune() still triggers one.
+		sdbrec.WithoutPruning(),
+		// No refreshing: its default, despite the doc, is every 30m.
+		sdbrec.WithRefreshing(0, nil),
+	}
+}
+
+// registerStatedb registers statedb's reconciler of table with ops.
+func registerStatedb(p sdbrec.Params, table statedb.RWTable[*statedbObject], ops sdbrec.Operations[*statedbObject],
+	batchOps sdbrec.BatchOperations[*statedbObject], options ...sdbrec.Option) (sdbrec.Reconciler[*statedbObject], error) {
+	return sdbrec.Register(p, table,
+		(*statedbObject).clone,
+		func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
+		func(o *statedbObject) sdbrec.Status { return o.Status },
+		ops, batchOps, options...)
+}
+
+// convergeWaitAll returns a converge rig's waitAll: converge's own wait.
+func convergeWaitAll(r *tableRig[*convergeObject]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
+	}
+}
+
+// statedbWaitAll returns a statedb rig's waitAll: until no object is
+// Pending, Refreshing or in Error.
+func statedbWaitAll(r *tableRig[*statedbObject]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		return waitNoneOf(ctx, r.db, r.table.ToTable(),
+			statedbStatusIndex.Query(sdbrec.StatusKindPending),
+			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
+			statedbStatusIndex.Query(sdbrec.StatusKindError))
+	}
 }
 
 // waitNoneOf blocks until none of the queries matches an object, sleeping

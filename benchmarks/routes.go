@@ -8,7 +8,6 @@ import (
 
 	"github.com/cilium/statedb"
 	sdbrec "github.com/cilium/statedb/reconciler"
-	"golang.org/x/time/rate"
 
 	"github.com/converge-go/converge/internal/netroute"
 	"github.com/converge-go/converge/reconciler"
@@ -173,9 +172,7 @@ func newRoutesRig(ctx context.Context, v routesVariant, tg *routeTarget) (rig, f
 			rec, err = reconciler.New(cfg, p)
 			return err
 		})
-		r.waitAll = func(ctx context.Context) error {
-			return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
-		}
+		r.waitAll = convergeWaitAll(r)
 		return r, func() { rec.TriggerFullReconciliation() }, r.populate()
 	}
 
@@ -191,24 +188,10 @@ func newRoutesRig(ctx context.Context, v routesVariant, tg *routeTarget) (rig, f
 			return err
 		}
 		r.db, r.table = db, table
-		rec, err = sdbrec.Register(p, table,
-			(*statedbObject).clone,
-			func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
-			func(o *statedbObject) sdbrec.Status { return o.Status },
-			statedbRouteOps{t: tg}, batchOps,
-			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
-			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
-			sdbrec.WithMetrics(statedbNopMetrics{}),
-			sdbrec.WithoutPruning(), // Prune() still prunes
-			sdbrec.WithRefreshing(0, nil))
+		rec, err = registerStatedb(p, table, statedbRouteOps{t: tg}, batchOps, statedbOptions()...)
 		return err
 	})
-	r.waitAll = func(ctx context.Context) error {
-		return waitNoneOf(ctx, r.db, r.table.ToTable(),
-			statedbStatusIndex.Query(sdbrec.StatusKindPending),
-			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
-			statedbStatusIndex.Query(sdbrec.StatusKindError))
-	}
+	r.waitAll = statedbWaitAll(r)
 	return r, func() { rec.Prune() }, r.populate()
 }
 
