@@ -96,8 +96,6 @@ type syncLoop[Obj comparable] struct {
 	lastFull   FullInfo
 	dirty      bool // report after this step
 
-	realizedBuf []time.Duration // writeStatuses's, reused: at most RoundSize
-
 	next, full, healthTimer timer
 
 	// While a Sync waits for its debounce (firstChange is set), new
@@ -383,21 +381,17 @@ func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 	}
 	slices.SortFunc(changes, func(a, b Change[Obj]) int { return cmp.Compare(a.Revision, b.Revision) })
 	start := time.Now()
-	var w workerState
-	run.err = s.call(ctx, s, &w, OpSync, "", run.failures, func(ctx context.Context) error {
+	run.err = s.call(ctx, s.overrun, OpSync, "", run.failures, func(ctx context.Context) error {
 		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(changes))
 	})
 	run.dur = time.Since(start)
 	s.done <- run // never blocks: one Sync at a time
 }
 
-// overrun implements overrunner: the Sync passed OperationTimeout without
+// overrun is called when the Sync passed OperationTimeout without
 // returning. It keeps its place (no second Sync may run beside it); health
 // says so until it returns.
-func (s *syncLoop[Obj]) overrun(parent context.Context, _ *workerState) {
-	if parent.Err() != nil {
-		return
-	}
+func (s *syncLoop[Obj]) overrun() {
 	select {
 	case s.overdue <- struct{}{}:
 	default:
