@@ -6,6 +6,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -124,6 +125,9 @@ type fixture struct {
 
 	reconcilers map[string]reconciler.Reconciler[*testObject]
 	targets     map[string]*fake.Target
+	// marks holds, per target, the position in its history after which
+	// target/expect looks (see the target/expect command).
+	marks map[string]int
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -132,6 +136,7 @@ func newFixture(t testing.TB) *fixture {
 		log:         hivetest.Logger(t),
 		reconcilers: map[string]reconciler.Reconciler[*testObject]{},
 		targets:     map[string]*fake.Target{},
+		marks:       map[string]int{},
 	}
 	f.hive = hive.New(
 		statedb.Cell,
@@ -426,31 +431,69 @@ func (f *fixture) commands() map[string]script.Cmd {
 				return func(*script.State) (string, string, error) { return strings.Join(ops, "\n") + "\n", "", nil }, nil
 			}),
 		"target/clear": script.Command(
-			script.CmdUsage{Summary: "Forget the target's operations so far", Flags: nameFlag},
+			script.CmdUsage{Summary: "Forget the target's operations so far (target/ops prints the later ones)", Flags: nameFlag},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
 				f.target(name(s)).ClearHistory()
+				f.marks[name(s)] = 0
+				return nil, nil
+			}),
+		"target/mark": script.Command(
+			script.CmdUsage{
+				Summary: "Make the next target/expect look only at operations that end from now on",
+				Flags:   nameFlag,
+			},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				f.marks[name(s)] = f.target(name(s)).Mark()
 				return nil, nil
 			}),
 		"target/expect": script.Command(
 			script.CmdUsage{
-				Summary: "Wait until the target's last operations are these, in any order",
+				Summary: "Wait for the next operations of the target, and check they are these",
 				Args:    "op...",
+				Detail: []string{
+					"Looks at the operations that ended after the mark: the start, target/clear,",
+					"target/mark, or the operations the last target/expect matched. The first",
+					"len(op) of them must be op, in this order; it fails as soon as they are not.",
+					"The mark then moves past them, so each operation is checked once.",
+					"--any-order lets different keys' operations end in any order (each key's",
+					"still in order): only for operations the reconciler runs at once or in one",
+					"round, whose order across keys it does not define.",
+					"--skip passes over leading operations it matches in full (a healed",
+					"fault's last retries, whose number the test cannot know).",
+				},
 				Flags: withName(func(fs *pflag.FlagSet) {
 					fs.Duration("timeout", 5*time.Second, "how long to wait")
+					fs.Bool("any-order", false, "operations on different keys may end in any order")
+					fs.String("skip", "", "regexp: pass over leading operations it matches in full")
 				}),
 			},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				if len(args) == 0 {
+					return nil, script.ErrUsage
+				}
 				timeout, _ := s.Flags.GetDuration("timeout")
+				anyOrder, _ := s.Flags.GetBool("any-order")
+				skip, _ := s.Flags.GetString("skip")
+				m := fake.Match{AnyOrder: anyOrder}
+				if skip != "" {
+					re, err := regexp.Compile(skip)
+					if err != nil {
+						return nil, fmt.Errorf("--skip: %w", err)
+					}
+					m.Skip = re
+				}
 				ctx, cancel := context.WithTimeout(s.Context(), timeout)
 				defer cancel()
 				tgt := f.target(name(s))
-				_, err := tgt.WaitHistory(ctx, args)
-				if err == nil {
-					if o := tgt.Overlaps(); len(o) > 0 {
-						err = fmt.Errorf("overlapping operations on %v", o)
-					}
+				next, err := tgt.Expect(ctx, f.marks[name(s)], args, m)
+				if err != nil {
+					return nil, err
 				}
-				return nil, err
+				f.marks[name(s)] = next
+				if o := tgt.Overlaps(); len(o) > 0 {
+					return nil, fmt.Errorf("overlapping operations on %v", o)
+				}
+				return nil, nil
 			}),
 	}
 }
