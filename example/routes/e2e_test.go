@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
+	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
 	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
@@ -40,6 +42,7 @@ type agent struct {
 	routes statedb.RWTable[*Route]
 	rec    reconciler.Reconciler[*Route]
 	kernel *kernel
+	socket string // the shell's socket
 }
 
 // startAgent starts the agent with flags added to the test's own. It
@@ -48,12 +51,13 @@ type agent struct {
 func startAgent(t *testing.T, flags ...string) *agent {
 	t.Helper()
 	nstest.New(t).Close() // skip or fail here, saying why, if the agent could not start
-	a := &agent{}
+	a := &agent{socket: t.TempDir() + "/shell.sock"}
 	var srv *agentkit.Server
 	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, routes statedb.RWTable[*Route], rec reconciler.Reconciler[*Route], k *kernel) {
 		srv, a.db, a.routes, a.rec, a.kernel = s, db, routes, rec, k
 	}))
 	args := append([]string{
+		"--shell-sock-path", a.socket,
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
 	}, flags...)
@@ -186,6 +190,24 @@ func testEndToEnd(t *testing.T, a *agent) {
 	t.Run("invalid routes fail alone", func(t *testing.T) { testInvalidRoutes(t, a, want) })
 	t.Run("drift is repaired and strays pruned", func(t *testing.T) { testDrift(t, a, want) })
 	t.Run("metrics", func(t *testing.T) { testMetrics(t, a) })
+	t.Run("shell", func(t *testing.T) { testShell(t, a) })
+}
+
+// testShell: the operator shell answers over its socket, as
+// "go run ./example/routes shell reconciler/status" asks it.
+func testShell(t *testing.T, a *agent) {
+	for cmd, want := range map[string]string{
+		"reconciler/status":      "desired-routes",
+		"db/show desired-routes": "10.1.0.0/24",
+	} {
+		var out bytes.Buffer
+		if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, cmd); err != nil {
+			t.Fatalf("%s: %v", cmd, err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("%s: %q does not contain %q", cmd, out.String(), want)
+		}
+	}
 }
 
 // TestExistingNamespace runs the agent in a namespace it did not create
@@ -291,7 +313,8 @@ func TestStartErrors(t *testing.T) {
 		h := newHive()
 		fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
 		h.RegisterFlags(fs)
-		if err := fs.Parse(append([]string{"--http-addr", "127.0.0.1:0"}, c.flags...)); err != nil {
+		flags := []string{"--http-addr", "127.0.0.1:0", "--shell-sock-path", t.TempDir() + "/shell.sock"}
+		if err := fs.Parse(append(flags, c.flags...)); err != nil {
 			t.Fatal(err)
 		}
 		log := hivetest.Logger(t)
