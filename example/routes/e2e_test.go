@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,10 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
-	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
-	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -193,23 +189,6 @@ func testEndToEnd(t *testing.T, a *agent) {
 	t.Run("shell", func(t *testing.T) { testShell(t, a) })
 }
 
-// testShell: the operator shell answers over its socket, as
-// "go run ./example/routes shell reconciler/status" asks it.
-func testShell(t *testing.T, a *agent) {
-	for cmd, want := range map[string]string{
-		"reconciler/status":      "desired-routes",
-		"db/show desired-routes": "10.1.0.0/24",
-	} {
-		var out bytes.Buffer
-		if err := shell.ShellExchange(shell.Config{ShellSockPath: a.socket}, &out, cmd); err != nil {
-			t.Fatalf("%s: %v", cmd, err)
-		}
-		if !strings.Contains(out.String(), want) {
-			t.Fatalf("%s: %q does not contain %q", cmd, out.String(), want)
-		}
-	}
-}
-
 // TestExistingNamespace runs the agent in a namespace it did not create
 // (--netns), beside routes that are not its own: it prunes only its own,
 // and once stopped it leaves the kernel alone.
@@ -295,34 +274,6 @@ func TestExistingNamespace(t *testing.T) {
 	}
 	if after := all(); len(after) != len(before)-1 {
 		t.Fatalf("after deleting one of %d routes: %v", len(before), after)
-	}
-}
-
-// An agent that cannot start its kernel side says why and starts nothing.
-func TestStartErrors(t *testing.T) {
-	nstest.New(t).Close()
-	for _, c := range []struct {
-		flags []string
-		want  string
-	}{
-		{[]string{"--netns", "/nonexistent/netns"}, "network namespace /nonexistent/netns"},
-		{[]string{"--table", "254"}, "--table 254"},
-		{[]string{"--protocol", "2"}, "--protocol 2"},
-		{[]string{"--device-addrs", "192.0.2.1"}, "--device-addrs"},
-	} {
-		h := newHive()
-		fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
-		h.RegisterFlags(fs)
-		flags := []string{"--http-addr", "127.0.0.1:0", "--shell-sock-path", t.TempDir() + "/shell.sock"}
-		if err := fs.Parse(append(flags, c.flags...)); err != nil {
-			t.Fatal(err)
-		}
-		log := hivetest.Logger(t)
-		err := h.Start(log, t.Context())
-		h.Stop(log, context.Background())
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: start: %v, want an error containing %q", c.flags, err, c.want)
-		}
 	}
 }
 
