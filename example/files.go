@@ -61,7 +61,7 @@ func (f *File) TableHeader() []string {
 
 // TableRow implements statedb.TableWritable.
 func (f *File) TableRow() []string {
-	return []string{f.Name, f.Mode.String(), strconv.Itoa(len(f.Content)), f.Status.String()}
+	return []string{f.Name, f.Mode.String(), strconv.Itoa(len(f.Content)), f.Status.Row()}
 }
 
 // filesTableName is the table's name in the database and in db/show.
