@@ -49,18 +49,20 @@ func (p *progress) set(v progressValues) {
 	p.changed = make(chan struct{})
 }
 
-// waitUntil blocks until done accepts the published values, a
-// misconfiguration blocks progress, or ctx ends.
+// waitUntil blocks until done accepts the published values or ctx ends.
+// While a misconfiguration keeps objects from being reconciled it
+// returns that error at once: those objects would otherwise count as
+// settled (given up on) and the wait would pass as if all were well.
 func (p *progress) waitUntil(ctx context.Context, done func(v progressValues) bool) (progressValues, error) {
 	for {
 		p.mu.Lock()
 		v, changed := p.progressValues, p.changed
 		p.mu.Unlock()
-		if done(v) {
-			return v, nil
-		}
 		if v.blocked != nil {
 			return v, v.blocked
+		}
+		if done(v) {
+			return v, nil
 		}
 		select {
 		case <-ctx.Done():
