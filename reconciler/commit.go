@@ -20,7 +20,7 @@ type verdict[Obj any] struct {
 	res    *result[Obj]
 	err    error // the failure as the status reports it; nil on success
 	giveUp bool  // Permanent, misconfigured, or MaxRetries spent
-	write  *statusWrite[Obj]
+	write  int   // index of its write in the commit's writes, or -1
 }
 
 // statusWrite is one status write into the table.
@@ -58,8 +58,13 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	}
 	ts.commit.disarm()
 	l.results = l.exec.take(l.results)
-	verdicts := make([]verdict[Obj], 0, len(l.results))
-	var writes []*statusWrite[Obj]
+	verdicts, writes := l.verdicts[:0], l.writes[:0]
+	defer func() {
+		clear(l.results)
+		clear(verdicts)
+		clear(writes)
+		l.verdicts, l.writes = verdicts[:0], writes[:0]
+	}()
 	oldest := now
 	for i := range l.results {
 		res := &l.results[i]
@@ -67,28 +72,33 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 			l.pruneDone(res, now, ts)
 			continue
 		}
-		v, ok := l.judge(res, now)
+		v, w, ok := l.judge(res, now)
 		if !ok {
 			continue
 		}
 		oldest = earlier(oldest, v.r.pickedAt)
-		if v.write != nil {
-			writes = append(writes, v.write)
+		if v.write = -1; w.key != "" {
+			v.write = len(writes)
+			writes = append(writes, w)
 		}
 		verdicts = append(verdicts, v)
 	}
-	defer clear(l.results)
 	if ctx.Err() != nil {
 		return true // stopping: nothing is written after Stop
 	}
 	committedAt := l.writeAll(writes)
-	realized := make([]time.Duration, 0, len(writes))
+	realized := l.realized[:0]
 	for i := range verdicts {
-		if d, ok := l.settleVerdict(&verdicts[i], now, committedAt); ok {
+		var w *statusWrite[Obj]
+		if j := verdicts[i].write; j >= 0 {
+			w = &writes[j]
+		}
+		if d, ok := l.settleVerdict(&verdicts[i], w, now, committedAt); ok {
 			realized = append(realized, d)
 		}
 	}
 	l.reportRealized(realized)
+	l.realized = realized[:0]
 	if n := len(verdicts); n > 0 {
 		d := time.Since(oldest)
 		l.metrics.Round(n, d)
@@ -100,27 +110,27 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 // judge decides what a result asks for. It reports false for a result
 // nobody waits for any more: its request was replaced, or it already
 // counted as failed when it ran past its timeout.
-func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (verdict[Obj], bool) {
+func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w statusWrite[Obj], ok bool) {
 	r := l.work.byKey[res.key]
 	if r == nil {
-		return verdict[Obj]{}, false
+		return v, w, false
 	}
 	if res.overdue {
 		if !l.work.overdue(r, res.attempt) {
-			return verdict[Obj]{}, false
+			return v, w, false
 		}
 		res.err = timeoutError(res.op, l.cfg.OperationTimeout)
 		l.metrics.Operation(res.op, ResultTimeout, 1, l.cfg.OperationTimeout)
 	} else if !l.work.returned(r, res.attempt) {
-		return verdict[Obj]{}, false
+		return v, w, false
 	}
 	r.tried = true // its result is in: the change has been attempted
-	v := verdict[Obj]{r: r, res: res}
+	v = verdict[Obj]{r: r, res: res}
 	if res.err != nil && !isDeferral(res.err) {
 		v.err, v.giveUp = l.failure(res.err, r.attempts)
 	}
 	if r.deleted || isDeferral(res.err) || (!res.cloned && !res.overdue) {
-		return v, true // nothing to write (or nothing to write it into)
+		return v, w, true // nothing to write (or nothing to write it into)
 	}
 	st := Status{Kind: StatusKindDone, UpdatedAt: now}
 	if v.err != nil {
@@ -129,28 +139,28 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (verdict[Obj], bool) 
 			// Failed as the object says already: skip the write (and
 			// the change it would echo back). In a retry storm this is
 			// most of the work.
-			return v, true
+			return v, w, true
 		}
 	}
-	v.write = &statusWrite[Obj]{key: r.key, obj: r.obj, rev: res.rev, target: res.target, hasTarget: res.cloned,
+	w = statusWrite[Obj]{key: r.key, obj: r.obj, rev: res.rev, target: res.target, hasTarget: res.cloned,
 		expect: r.expect, status: st}
 	if !res.cloned {
 		// Overdue, the operation still holds its clone: write into a
 		// copy of the object as last read.
-		v.write.rev = r.rev
+		w.rev = r.rev
 	}
-	return v, true
+	return v, w, true
 }
 
 // writeAll makes the writes in one write transaction and returns when it
 // was committed (zero when there was nothing to write).
-func (l *loop[Obj]) writeAll(writes []*statusWrite[Obj]) time.Time {
+func (l *loop[Obj]) writeAll(writes []statusWrite[Obj]) time.Time {
 	if len(writes) == 0 {
 		return time.Time{}
 	}
 	wtxn := l.db.WriteTxn(l.cfg.Table)
-	for _, w := range writes {
-		w.outcome = l.writeStatus(wtxn, w)
+	for i := range writes {
+		writes[i].outcome = l.writeStatus(wtxn, &writes[i])
 	}
 	wtxn.Commit()
 	return time.Now()
@@ -200,16 +210,16 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 
 // settleVerdict moves a request on after its commit. It returns the
 // realization latency of a change it marked Done.
-func (l *loop[Obj]) settleVerdict(v *verdict[Obj], now, committedAt time.Time) (time.Duration, bool) {
+func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
 	r, res := v.r, v.res
 	switch {
-	case v.write != nil && v.write.outcome == writeSuperseded:
+	case w != nil && w.outcome == writeSuperseded:
 		l.work.settle(r) // a newer request for this reconciler follows
 		return 0, false
-	case v.write != nil && v.write.outcome == writeKeyChanged:
+	case w != nil && w.outcome == writeKeyChanged:
 		v.err, v.giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
-	case v.write != nil && v.err != nil:
-		l.work.setExpect(r, v.write.status)
+	case w != nil && v.err != nil:
+		l.work.setExpect(r, w.status)
 	}
 	if isDeferral(res.err) {
 		d, _ := retryAfter(res.err)
@@ -220,7 +230,7 @@ func (l *loop[Obj]) settleVerdict(v *verdict[Obj], now, committedAt time.Time) (
 		l.breaker.observe(true, false, "", r.attempts > 0, now, l.backoff)
 		start := r.requestedAt
 		l.work.settle(r)
-		if v.write == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
+		if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
 			return 0, false
 		}
 		return committedAt.Sub(start), true

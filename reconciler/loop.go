@@ -48,8 +48,13 @@ type loop[Obj comparable] struct {
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
 
-	taken   []*request[Obj] // reused by dispatch
-	results []result[Obj]   // reused by commit
+	// Buffers reused from step to step.
+	taken    []*request[Obj]
+	tasks    []task[Obj]
+	results  []result[Obj]
+	verdicts []verdict[Obj]
+	writes   []statusWrite[Obj]
+	realized []time.Duration
 }
 
 func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
@@ -64,7 +69,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 		failLog:    newFailureLog(r.log),
 		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
 	}
-	l.exec = newExecutor(r.cfg.Concurrency, l.runTask)
+	l.exec = newExecutor(r.cfg.Concurrency, r.cfg.RoundSize, l.runTask)
 	return l
 }
 
@@ -149,19 +154,29 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 	}
 	txn := l.roundTxn
 	entry := func(r *request[Obj]) opEntry[Obj] {
-		return opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts,
-			asked: r.asked, setAsked: r.tried && !r.deleted}
+		en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
+		if r.tried && !r.deleted {
+			asked := r.asked // a copy: the loop may change r meanwhile
+			en.asked = &asked
+		}
+		return en
 	}
 	if l.cfg.BatchOperations == nil {
-		tasks := make([]task[Obj], len(l.taken))
+		// One backing array for the round's entries: the tasks hold on
+		// to them until the workers are done with them.
+		entries := make([]opEntry[Obj], len(l.taken))
+		tasks := l.tasks[:0]
 		for i, r := range l.taken {
 			op := OpUpdate
 			if r.deleted {
 				op = OpDelete
 			}
-			tasks[i] = task[Obj]{op: op, entries: []opEntry[Obj]{entry(r)}, txn: txn}
+			entries[i] = entry(r)
+			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn})
 		}
 		l.exec.submit(ctx, tasks...)
+		clear(tasks)
+		l.tasks = tasks[:0]
 	} else {
 		updates := task[Obj]{op: OpUpdateBatch, txn: txn}
 		deletes := task[Obj]{op: OpDeleteBatch, txn: txn}

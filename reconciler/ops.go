@@ -7,12 +7,12 @@ import (
 
 // runTask runs one task on a worker and returns its results: one per
 // object, or one for a prune. It reads only the task and the Config.
-func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func()) []result[Obj] {
+func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj] {
 	switch t.op {
 	case OpUpdate, OpDelete:
-		return []result[Obj]{l.runOne(ctx, t, overrun)}
+		return append(out, l.runOne(ctx, t, overrun))
 	case OpUpdateBatch, OpDeleteBatch:
-		return l.runBatch(ctx, t, overrun)
+		return append(out, l.runBatch(ctx, t, overrun)...)
 	default: // OpPrune
 		start := time.Now()
 		err := l.call(ctx, overrun, OpPrune, "", 0, func(ctx context.Context) error {
@@ -20,7 +20,7 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func()) [
 		})
 		d := time.Since(start)
 		l.metrics.Operation(OpPrune, l.classify(err, -1), l.cfg.Table.NumObjects(t.txn), d)
-		return []result[Obj]{{op: OpPrune, attempt: t.attempt, err: err, dur: d}}
+		return append(out, result[Obj]{op: OpPrune, attempt: t.attempt, err: err, dur: d})
 	}
 }
 
@@ -28,8 +28,8 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func()) [
 // carries the status that asked for the work.
 func (l *loop[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
 	target, err := l.clone(en.obj)
-	if err == nil && en.setAsked {
-		target = l.cfg.SetObjectStatus(target, en.asked)
+	if err == nil && en.asked != nil {
+		target = l.cfg.SetObjectStatus(target, *en.asked)
 	}
 	return target, err
 }

@@ -27,10 +27,24 @@ type progressValues struct {
 	// reconciled: the waits return it instead of waiting forever (or
 	// returning as if all were well).
 	blocked error
-	// outstanding counts the requests not settled, and oldest describes
-	// the one holding retryLow back, for the waits' errors.
+	// outstanding counts the requests not settled, and oldest is the one
+	// holding retryLow back, for the waits' errors.
 	outstanding int
-	oldest      string
+	oldest      oldestRequest
+}
+
+// oldestRequest names the oldest unsettled request; formatted only when a
+// wait fails.
+type oldestRequest struct {
+	key, what, err string
+	attempts       int
+}
+
+func (o oldestRequest) String() string {
+	if o.err != "" {
+		return fmt.Sprintf("%s (%s, %d failure(s), last: %s)", o.key, o.what, o.attempts, o.err)
+	}
+	return fmt.Sprintf("%s (%s)", o.key, o.what)
 }
 
 func newProgress() *progress {
@@ -77,7 +91,7 @@ func (v progressValues) describe(rev statedb.Revision) string {
 	switch {
 	case v.reconciled < rev && v.outstanding == 0:
 		return fmt.Sprintf("changes up to revision %d are not read yet (read up to %d)", rev, v.reconciled)
-	case v.oldest == "":
+	case v.oldest.key == "":
 		return fmt.Sprintf("%d object(s) outstanding; changes attempted up to revision %d of %d", v.outstanding, v.reconciled, rev)
 	}
 	return fmt.Sprintf("%d object(s) outstanding, the oldest %s; changes attempted up to revision %d of %d",

@@ -60,7 +60,7 @@ func (l *loop[Obj]) progressValues() progressValues {
 		v.blocked = l.blockedError()
 	}
 	if v.outstanding > 0 {
-		v.oldest = l.describeOldest()
+		v.oldest = l.oldestRequest()
 	}
 	return v
 }
@@ -77,8 +77,8 @@ func (l *loop[Obj]) blockedError() error {
 	return nil
 }
 
-// describeOldest names the unsettled request with the lowest revision.
-func (l *loop[Obj]) describeOldest() string {
+// oldestRequest names the unsettled request with the lowest revision.
+func (l *loop[Obj]) oldestRequest() oldestRequest {
 	var oldest *request[Obj]
 	for _, r := range l.work.active {
 		if oldest == nil || r.askedAt < oldest.askedAt {
@@ -89,16 +89,20 @@ func (l *loop[Obj]) describeOldest() string {
 		oldest = items[0]
 	}
 	if oldest == nil {
-		return ""
+		return oldestRequest{}
 	}
-	what := map[reqState]string{stQueued: "queued", stRunning: "in flight", stRetrying: "waiting for a retry"}[oldest.state]
-	if oldest.deleted {
-		what = "delete " + what
+	what := "queued"
+	switch {
+	case oldest.deleted && oldest.state == stRetrying:
+		what = "delete waiting for a retry"
+	case oldest.deleted:
+		what = "delete in flight"
+	case oldest.state == stRetrying:
+		what = "waiting for a retry"
+	case oldest.state == stRunning:
+		what = "in flight"
 	}
-	if oldest.err != "" {
-		return fmt.Sprintf("%s (%s, %d failure(s), last: %s)", printableKey(oldest.key), what, oldest.attempts, oldest.err)
-	}
-	return fmt.Sprintf("%s (%s)", printableKey(oldest.key), what)
+	return oldestRequest{key: printableKey(oldest.key), what: what, err: oldest.err, attempts: oldest.attempts}
 }
 
 // firstErrors returns the failures of the smallest failing keys.

@@ -76,6 +76,16 @@ type request[Obj any] struct {
 	loggedAt  time.Time // and when
 
 	dueIdx, askIdx, activeIdx int // positions in the heaps and in active
+
+	// gen counts the queuings of this record: an entry of ready is stale
+	// once the record was queued again or reused for another key.
+	gen uint32
+}
+
+// readyEntry is a queued request as it was when queued.
+type readyEntry[Obj any] struct {
+	r   *request[Obj]
+	gen uint32
 }
 
 // settled reports whether nothing is outstanding for the request.
@@ -89,7 +99,11 @@ type work[Obj any] struct {
 	// RoundSize, scanned by every report. ready are the queued ones whose
 	// key is free, in the order they came.
 	active []*request[Obj]
-	ready  []*request[Obj]
+	ready  []readyEntry[Obj]
+
+	// free holds forgotten records for reuse: a million objects
+	// reconciled once otherwise cost a million allocations.
+	free []*request[Obj]
 
 	// Retrying requests, by when they are due and by the revision that
 	// asked (the retry low watermark).
@@ -216,14 +230,14 @@ func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.R
 	if ok {
 		w.leave(r)
 	} else {
-		r = &request[Obj]{key: key}
+		r = w.alloc()
 		w.byKey[key] = r
 	}
-	running, logged, loggedAt := r.running, r.loggedErr, r.loggedAt
+	running, logged, loggedAt, gen := r.running, r.loggedErr, r.loggedAt, r.gen
 	*r = request[Obj]{
 		key: key, obj: ch.obj, rev: ch.rev, deleted: ch.deleted,
 		asked: st, expect: st, askedAt: askedAt, pickedAt: now,
-		running: running, loggedErr: logged, loggedAt: loggedAt,
+		running: running, loggedErr: logged, loggedAt: loggedAt, gen: gen,
 	}
 	if !ch.deleted && st.Kind == StatusKindPending {
 		r.requestedAt = st.UpdatedAt
@@ -233,10 +247,32 @@ func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.R
 	return r
 }
 
+// alloc returns a zeroed record, reused if one is free.
+func (w *work[Obj]) alloc() *request[Obj] {
+	n := len(w.free)
+	if n == 0 {
+		return new(request[Obj])
+	}
+	r := w.free[n-1]
+	w.free[n-1] = nil
+	w.free = w.free[:n-1]
+	return r
+}
+
+// forget removes r from byKey and keeps the record for reuse.
+func (w *work[Obj]) forget(r *request[Obj]) {
+	delete(w.byKey, r.key)
+	if len(w.free) < 4096 {
+		*r = request[Obj]{gen: r.gen + 1}
+		w.free = append(w.free, r)
+	}
+}
+
 // markReady lets a queued request be dispatched once its key is free.
 func (w *work[Obj]) markReady(r *request[Obj]) {
 	if r.state == stQueued && r.running == 0 {
-		w.ready = append(w.ready, r)
+		r.gen++
+		w.ready = append(w.ready, readyEntry[Obj]{r, r.gen})
 	}
 }
 
@@ -244,10 +280,11 @@ func (w *work[Obj]) markReady(r *request[Obj]) {
 // them running, each with a new attempt id.
 func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
 	buf = buf[:0]
-	for _, r := range w.ready {
-		// A request is in ready at most once per queuing, but it may have
-		// been replaced or settled since.
-		if r.state != stQueued || r.running != 0 || w.byKey[r.key] != r {
+	for _, e := range w.ready {
+		// The request may have been replaced, settled or queued again
+		// since this entry was made.
+		r := e.r
+		if r.gen != e.gen || r.state != stQueued || r.running != 0 {
 			continue
 		}
 		w.lastAttempt++
@@ -268,7 +305,7 @@ func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
 		r.running = 0
 		w.running--
 		if r.state == stGone {
-			delete(w.byKey, r.key)
+			w.forget(r)
 		} else {
 			w.markReady(r) // a newer request waited for the key
 		}
@@ -299,7 +336,7 @@ func (w *work[Obj]) settle(r *request[Obj]) {
 		return
 	}
 	r.state = stGone
-	delete(w.byKey, r.key)
+	w.forget(r)
 	w.dirty = true
 }
 

@@ -26,10 +26,9 @@ type opEntry[Obj any] struct {
 	rev      statedb.Revision
 	attempt  uint64
 	failures int
-	// asked, when setAsked, is written into the clone before Update: a
+	// asked, when set, is written into the clone before Update: a
 	// retry's object carries the status that asked for the work.
-	asked    Status
-	setAsked bool
+	asked *Status
 }
 
 // task is one unit of work for a worker: one object, a batch, or a prune.
@@ -60,8 +59,9 @@ type result[Obj any] struct {
 type executor[Obj any] struct {
 	mu   sync.Mutex
 	cond sync.Cond
-	// tasks waiting for a worker, FIFO.
+	// tasks waiting for a worker, FIFO from head.
 	queue []task[Obj]
+	head  int
 	// results not yet taken by the loop, and when the oldest came.
 	done    []result[Obj]
 	firstAt time.Time
@@ -76,11 +76,14 @@ type executor[Obj any] struct {
 
 	notify chan struct{} // wakes the loop; capacity one
 	wg     sync.WaitGroup
-	run    func(ctx context.Context, t *task[Obj], overrun func()) []result[Obj]
+	// commitAt is how many results make a round's worth: the loop is
+	// woken for them at once.
+	commitAt int
+	run      func(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj]
 }
 
-func newExecutor[Obj any](max int, run func(context.Context, *task[Obj], func()) []result[Obj]) *executor[Obj] {
-	e := &executor[Obj]{max: max, notify: make(chan struct{}, 1), run: run}
+func newExecutor[Obj any](max, commitAt int, run func(context.Context, *task[Obj], func(), []result[Obj]) []result[Obj]) *executor[Obj] {
+	e := &executor[Obj]{max: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run}
 	e.cond.L = &e.mu
 	return e
 }
@@ -95,7 +98,7 @@ func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
 	defer e.mu.Unlock()
 	e.queue = append(e.queue, tasks...)
 	e.running += len(tasks)
-	for start := len(e.queue) - e.idle; start > 0 && e.workers < e.max; start-- {
+	for start := len(e.queue) - e.head - e.idle; start > 0 && e.workers < e.max; start-- {
 		e.workers++
 		e.wg.Add(1)
 		go e.worker(ctx)
@@ -108,9 +111,17 @@ func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
 // worker runs tasks until the executor is closed.
 func (e *executor[Obj]) worker(ctx context.Context) {
 	defer e.wg.Done()
+	var (
+		buf       []result[Obj]
+		t         task[Obj]
+		handedOff bool
+	)
+	// One callback for the worker's life, not one per task: overrun is
+	// called (if at all) before run returns, on the timer's goroutine.
+	overrun := func() { handedOff = e.overrun(ctx, &t) }
 	for {
 		e.mu.Lock()
-		for len(e.queue) == 0 && !e.closed {
+		for e.head == len(e.queue) && !e.closed {
 			e.idle++
 			e.cond.Wait()
 			e.idle--
@@ -120,18 +131,22 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 			e.mu.Unlock()
 			return
 		}
-		t := e.queue[0]
-		e.queue[0] = task[Obj]{}
-		e.queue = e.queue[1:]
+		t = e.queue[e.head]
+		e.queue[e.head] = task[Obj]{}
+		if e.head++; e.head == len(e.queue) {
+			e.queue, e.head = e.queue[:0], 0
+		}
 		e.mu.Unlock()
 
 		if ctx.Err() != nil {
 			e.finish(nil, false) // stopping: start nothing new
 			continue
 		}
-		handedOff := false
-		results := e.run(ctx, &t, func() { handedOff = e.overrun(ctx, &t) })
-		e.finish(results, handedOff)
+		handedOff = false
+		buf = e.run(ctx, &t, overrun, buf[:0])
+		e.finish(buf, handedOff)
+		clear(buf)
+		t = task[Obj]{}
 		if handedOff {
 			return
 		}
@@ -159,13 +174,13 @@ func (e *executor[Obj]) overrun(ctx context.Context, t *task[Obj]) bool {
 	if left {
 		e.abandoned++
 		e.workers--
-		if len(e.queue) > e.idle {
+		if len(e.queue)-e.head > e.idle {
 			e.workers++
 			e.wg.Add(1)
 			go e.worker(ctx)
 		}
 	}
-	e.post(overdue)
+	e.post(overdue, true)
 	e.mu.Unlock()
 	return left
 }
@@ -177,21 +192,26 @@ func (e *executor[Obj]) finish(results []result[Obj], handedOff bool) {
 	if handedOff {
 		e.abandoned--
 	}
-	e.post(results)
+	e.post(results, false)
 	e.mu.Unlock()
 }
 
 // post adds results and wakes the loop when it has something to do: the
-// first result (to arm the commit timer), the last running task, or a
-// round's worth. Called with mu held.
-func (e *executor[Obj]) post(results []result[Obj]) {
-	if len(e.done) == 0 {
+// first result (to arm the commit timer), the last running task, a
+// round's worth, or (urgent) an overdue attempt to report. Waking it for
+// every result would have it report a thousand times a round. Called
+// with mu held.
+func (e *executor[Obj]) post(results []result[Obj], urgent bool) {
+	first := len(e.done) == 0
+	if first {
 		e.firstAt = time.Now()
 	}
 	e.done = append(e.done, results...)
-	select {
-	case e.notify <- struct{}{}:
-	default:
+	if urgent || first || e.running-e.abandoned <= 0 || len(e.done) >= e.commitAt {
+		select {
+		case e.notify <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -225,7 +245,7 @@ func (e *executor[Obj]) take(buf []result[Obj]) []result[Obj] {
 func (e *executor[Obj]) close() {
 	e.mu.Lock()
 	e.closed = true
-	e.queue = nil
+	e.queue, e.head = nil, 0
 	e.cond.Broadcast()
 	e.mu.Unlock()
 	e.wg.Wait()
