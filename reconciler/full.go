@@ -9,7 +9,7 @@ import (
 )
 
 // fullState tracks full reconciliation: Prune, then refresh.
-type fullState struct {
+type fullState[Obj any] struct {
 	wanted  bool      // requested: on start, by the timer or by a trigger
 	pruning bool      // the prune's result is awaited
 	running bool      // the prune still executes (it may be overdue)
@@ -23,11 +23,18 @@ type fullState struct {
 	// warned is set once the wait for a first write (feed.noInitializer)
 	// has been logged.
 	warned bool
+	// touched holds the keys whose Update started while an abandoned
+	// prune still ran: its snapshot predates them, so it may remove what
+	// they applied. They are refreshed once it returns.
+	touched map[string]Obj
 }
+
+// abandoned reports whether a prune past its timeout still runs.
+func (f *fullState[Obj]) abandoned() bool { return f.running && !f.pruning }
 
 // draining reports whether new operations are held back so that a prune
 // can run alone.
-func (f *fullState) draining() bool { return f.pruning || f.since != (time.Time{}) }
+func (f *fullState[Obj]) draining() bool { return f.pruning || f.since != (time.Time{}) }
 
 // stepFull starts a full reconciliation when one is wanted, the table is
 // initialized (pruning a half-filled table would delete real state) and
@@ -104,6 +111,9 @@ func (l *loop[Obj]) overdueRunning() int {
 // it returns.
 func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 	if !res.overdue {
+		if l.full.abandoned() {
+			l.repairTouched(now)
+		}
 		l.full.running = false
 	}
 	if !l.full.pruning || res.attempt != l.full.attempt {
@@ -134,6 +144,29 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 	if l.cfg.FullReconciliationInterval != Off {
 		ts.full.arm(l.cfg.FullReconciliationInterval)
 	}
+}
+
+// repairTouched marks Refreshing the objects Done since an abandoned
+// prune began, so Update applies again what it may have removed.
+func (l *loop[Obj]) repairTouched(now time.Time) {
+	if len(l.full.touched) == 0 {
+		return
+	}
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	for _, old := range l.full.touched {
+		obj, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(old))
+		if !found || l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
+			continue // gone, or outstanding: it is reconciled again anyway
+		}
+		clone, err := l.clone(obj)
+		if err != nil {
+			continue
+		}
+		obj = l.cfg.SetObjectStatus(clone, Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
+		l.cfg.Table.CompareAndSwap(wtxn, rev, obj)
+	}
+	wtxn.Commit()
+	l.full.touched = nil
 }
 
 // settleFailedDeletes forgets the failed deletes after a successful prune:

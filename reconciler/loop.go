@@ -40,7 +40,7 @@ type loop[Obj comparable] struct {
 
 	lastRound RoundInfo
 	lastFull  FullInfo
-	full      fullState
+	full      fullState[Obj]
 	refresh   refreshState[Obj]
 	status    healthState
 	failLog   failureLog
@@ -64,7 +64,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 		work:       newWork[Obj](),
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		breaker:    breaker{log: r.log},
-		full:       fullState{wanted: r.cfg.FullReconciliationInterval != Off},
+		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
 		status:     newHealthState(),
 		failLog:    newFailureLog(r.log),
 		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
@@ -151,6 +151,14 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 	l.taken = l.work.takeReady(l.taken)
 	if len(l.taken) == 0 {
 		return false
+	}
+	if l.full.abandoned() {
+		if l.full.touched == nil {
+			l.full.touched = map[string]Obj{}
+		}
+		for _, r := range l.taken {
+			l.full.touched[r.key] = r.obj
+		}
 	}
 	txn := l.roundTxn
 	entry := func(r *request[Obj]) opEntry[Obj] {

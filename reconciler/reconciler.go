@@ -90,7 +90,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 	}
 	r.paused.Store(cfg.StartSuspended)
 	if p.Registry != nil {
-		if err := p.Registry.add(id, r); err != nil {
+		if err := p.Registry.add(id, r, accessorOf(id.DisplayName(), cfg)); err != nil {
 			return nil, err
 		}
 	}

@@ -397,3 +397,20 @@ func TestRegressSizeBounds(t *testing.T) {
 		}
 	}
 }
+
+// Finding 13: two named reconcilers whose accessors read and write the
+// same status are refused at New, naming both; with a StatusSet entry
+// each they are accepted.
+func TestRegressSharedStatusRefused(t *testing.T) {
+	f, _ := startFixture(t, 10*time.Second)
+	ops := newScriptedOps(func(context.Context, string, int, *testObject) error { return nil })
+	a := testConfig(f, ops, reconciler.Config[*testObject]{Name: "a"})
+	mustNew(t, f, a)
+	b := testConfig(f, ops, reconciler.Config[*testObject]{Name: "b"}) // the same Status field
+	_, err := reconciler.New(b, f.params)
+	if !errors.Is(err, reconciler.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), "test/a") || !strings.Contains(fmt.Sprint(err), "test/b") {
+		t.Fatalf("New of a second reconciler on the same status: %v, want an error naming both", err)
+	}
+	mustNew(t, f, statusSetConfig(f, "c", ops, reconciler.Config[*testObject]{}))
+	mustNew(t, f, statusSetConfig(f, "d", ops, reconciler.Config[*testObject]{}))
+}
