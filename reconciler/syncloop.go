@@ -62,6 +62,11 @@ type syncLoop[Obj comparable] struct {
 	health cell.Health
 	feed[Obj]
 	pulledTo statedb.Revision // changes are read up to here
+	readAll  bool             // the changes present when the run began are read
+	// unreadWaits counts the Sync starts put off in a row because the
+	// snapshot held a change not read yet; bounded so that a change the
+	// iterator never returns cannot stop the Syncs.
+	unreadWaits int
 
 	backoff backoff
 	status  healthState
@@ -105,6 +110,10 @@ type syncLoop[Obj comparable] struct {
 	readHeld  bool
 	readTimer timer
 }
+
+// maxUnreadWaits bounds unreadWaits: the window it waits out is a
+// commit closing its watch channels, microseconds long.
+const maxUnreadWaits = 100
 
 func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLoop[Obj] {
 	return &syncLoop[Obj]{
@@ -226,8 +235,12 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 		s.pulledTo = rev
 		s.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor, now)
 	}
-	if rev := s.cfg.Table.Revision(txn); rev > s.pulledTo {
-		s.pulledTo = rev
+	if !s.readAll {
+		// Deletes from before the run left no change to read: the first
+		// read covers the table as it was when the run began. After it,
+		// the mark moves only with what the iterator returns (see pull).
+		s.readAll = true
+		s.pulledTo = max(s.pulledTo, s.startRev)
 	}
 	s.changesWatch = watch
 	s.dirty = true // progress moves with pulledTo
@@ -354,6 +367,16 @@ func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
 func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	txn := s.db.ReadTxn()
 	s.read(txn, now) // the changes handed over are exactly the snapshot's
+	if s.pulledTo < s.cfg.Table.Revision(txn) && s.unreadWaits < maxUnreadWaits {
+		// The snapshot holds a change the iterator did not return: its
+		// commit published the data and is closing the watch channels
+		// right now. Start once it is read, so that the Sync's changes
+		// cover its snapshot (the loop wakes when the channel closes).
+		s.unreadWaits++
+		s.next.arm(time.Millisecond)
+		return
+	}
+	s.unreadWaits = 0
 	run := &syncRun[Obj]{txn: txn, entries: s.pending, full: s.fullWanted, untried: s.untried,
 		failures: s.failures, start: now, minFloor: s.pulledTo, retryFloor: s.retryFloor}
 	if s.hasFloor {
