@@ -1,0 +1,181 @@
+package source
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/cilium/statedb"
+)
+
+// writer applies items to the table and remembers which objects each key
+// produced, so that a changed item's dropped objects, a deleted item and a
+// key missing from a relist delete exactly the rows this source wrote. It
+// is used only by the source's goroutine.
+type writer[Item any, Obj comparable] struct {
+	cfg      *Config[Item, Obj]
+	pk       statedb.Indexer[Obj]
+	owned    map[string][]Obj // key -> the objects it produced, as last written
+	nObjects int              // sum of len(owned[k])
+	failing  map[string]string // key -> why its item has no (new) objects
+
+	failingDirty bool // failing changed since the status last listed it
+	failingNew   int  // failures recorded since the metrics last counted them
+}
+
+func (w *writer[Item, Obj]) setFailing(key, err string) {
+	w.failingNew++
+	if w.failing[key] != err {
+		w.failing[key] = err
+		w.failingDirty = true
+	}
+}
+
+func (w *writer[Item, Obj]) clearFailing(key string) {
+	if _, ok := w.failing[key]; ok {
+		delete(w.failing, key)
+		w.failingDirty = true
+	}
+}
+
+func newWriter[Item any, Obj comparable](cfg *Config[Item, Obj]) *writer[Item, Obj] {
+	return &writer[Item, Obj]{
+		cfg:     cfg,
+		pk:      cfg.Table.PrimaryIndexer(),
+		owned:   map[string][]Obj{},
+		failing: map[string]string{},
+	}
+}
+
+// counts is what one commit or relist wrote.
+type counts struct{ upserts, deletes int }
+
+func (c *counts) add(o counts) { c.upserts += o.upserts; c.deletes += o.deletes }
+
+// transformed is an item's objects, or why it has none.
+type transformed[Obj any] struct {
+	key  string
+	objs []Obj
+	err  error
+	del  bool
+}
+
+// transform runs Config.Transform, recovering a panic as the item's error.
+func (w *writer[Item, Obj]) transform(key string, item Item) (objs []Obj, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("transform panicked: %v", p)
+		}
+	}()
+	return w.cfg.Transform(key, item)
+}
+
+// unchanged reports whether objs are exactly what key produced last and
+// what the table holds, so that applying them would write nothing.
+func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, key string, objs []Obj) bool {
+	old := w.owned[key]
+	if len(old) != len(objs) {
+		return false
+	}
+	for i, o := range objs {
+		if !bytes.Equal(w.pk.ObjectToKey(old[i]), w.pk.ObjectToKey(o)) {
+			return false
+		}
+		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+		if !found || !w.cfg.Equal(cur, o) {
+			return false
+		}
+	}
+	return true
+}
+
+// apply writes one item's outcome in txn: an error keeps the item's
+// objects, a delete removes them, objects replace the ones the key
+// produced before. Rows equal to the new objects are not written.
+func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c counts) {
+	if t.err != nil {
+		w.setFailing(t.key, t.err.Error())
+		return c
+	}
+	old := w.owned[t.key]
+	if t.del {
+		w.clearFailing(t.key)
+		for _, o := range old {
+			c.deletes += w.deleteOwned(txn, o)
+		}
+		w.nObjects -= len(old)
+		delete(w.owned, t.key)
+		return c
+	}
+	kept := t.objs[:0:0]
+	var conflict error
+	for _, o := range t.objs {
+		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+		switch {
+		case found && w.cfg.Equal(cur, o):
+		case found && w.cfg.Owns != nil && !w.cfg.Owns(cur) && !w.ownedKey(old, o):
+			conflict = fmt.Errorf("%w: %s", ErrOwnedByOther, printable(w.pk.ObjectToKey(o)))
+			continue
+		default:
+			if w.cfg.Pending != nil {
+				o = w.cfg.Pending(o)
+			}
+			if _, _, err := w.cfg.Table.Insert(txn, o); err != nil {
+				conflict = fmt.Errorf("insert: %w", err)
+				continue
+			}
+			c.upserts++
+		}
+		kept = append(kept, o)
+	}
+	for _, o := range old {
+		if !w.ownedKey(kept, o) {
+			c.deletes += w.deleteOwned(txn, o)
+		}
+	}
+	if conflict != nil {
+		w.setFailing(t.key, conflict.Error())
+	} else {
+		w.clearFailing(t.key)
+	}
+	w.nObjects += len(kept) - len(old)
+	if len(kept) == 0 {
+		delete(w.owned, t.key)
+	} else {
+		w.owned[t.key] = kept
+	}
+	return c
+}
+
+// ownedKey reports whether objs has an object with o's primary key.
+func (w *writer[Item, Obj]) ownedKey(objs []Obj, o Obj) bool {
+	k := w.pk.ObjectToKey(o)
+	for _, x := range objs {
+		if bytes.Equal(w.pk.ObjectToKey(x), k) {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteOwned deletes o's row unless Config.Owns says it is no longer
+// this source's (another writer replaced it).
+func (w *writer[Item, Obj]) deleteOwned(txn statedb.WriteTxn, o Obj) int {
+	cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+	if !found || (w.cfg.Owns != nil && !w.cfg.Owns(cur)) {
+		return 0
+	}
+	if _, _, err := w.cfg.Table.Delete(txn, cur); err != nil {
+		return 0
+	}
+	return 1
+}
+
+// printable shows a primary key as text when it is printable, else in hex.
+func printable(k []byte) string {
+	for _, r := range string(k) {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Sprintf("%x", k)
+		}
+	}
+	return string(k)
+}
