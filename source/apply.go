@@ -14,8 +14,8 @@ import (
 type writer[Item any, Obj comparable] struct {
 	cfg      *Config[Item, Obj]
 	pk       statedb.Indexer[Obj]
-	owned    map[string][]Obj // key -> the objects it produced, as last written
-	nObjects int              // sum of len(owned[k])
+	owned    map[string][]Obj  // key -> the objects it produced, as last written
+	nObjects int               // sum of len(owned[k])
 	failing  map[string]string // key -> why its item has no (new) objects
 
 	failingDirty bool // failing changed since the status last listed it

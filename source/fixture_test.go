@@ -70,7 +70,9 @@ func newFixture(t testing.TB, add func(f *fixture, p source.Params) error) *fixt
 		source.Cell,
 		cell.Provide(
 			cell.NewSimpleHealth,
-			func(h *cell.SimpleHealth) hive.ScriptCmdOut { return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h)) },
+			func(h *cell.SimpleHealth) hive.ScriptCmdOut {
+				return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h))
+			},
 		),
 		cell.Module("test", "Test",
 			cell.Provide(job.Registry.NewGroup),

@@ -6,4 +6,4 @@ import (
 )
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
-func contains(s, sub string) bool      { return strings.Contains(s, sub) }
+func contains(s, sub string) bool     { return strings.Contains(s, sub) }
