@@ -254,3 +254,128 @@ func TestConfigValidation(t *testing.T) {
 		}
 	}
 }
+
+// Two sources and an API writer share one table: each source's relist and
+// deletes touch only its own rows, and a source never overwrites a row
+// another writer owns.
+func TestSeveralSourcesShareTable(t *testing.T) {
+	a, b := sourcetest.NewStore[string](), sourcetest.NewStore[string]()
+	a.Set("a1", "1")
+	a.Set("a2", "1")
+	b.Set("b1", "1")
+	var srcA, srcB source.Source
+	f := newFixture(t, func(f *fixture, p source.Params) (err error) {
+		if srcA, err = source.New(storeConfig("a", f.table, a), p); err != nil {
+			return err
+		}
+		srcB, err = source.New(storeConfig("b", f.table, b), p)
+		return err
+	})
+	f.start(time.Minute)
+	wtxn := f.db.WriteTxn(f.table)
+	f.table.Insert(wtxn, &obj{Key: "api1", Value: "x", Owner: "api"})
+	wtxn.Commit()
+	f.waitTable("both lists", func(txn statedb.ReadTxn) bool {
+		init, _ := f.table.Initialized(txn)
+		return init && f.table.NumObjects(txn) == 4
+	})
+
+	// b claims a key that a owns, and one the API owns: refused, reported.
+	b.Set("a1", "from-b")
+	b.Set("api1", "from-b")
+	snap := waitStatus(t, srcB, "conflicts reported", func(s source.StatusSnapshot) bool { return s.FailingCount == 2 })
+	if !contains(snap.HealthMessage(), "a1: "+source.ErrOwnedByOther.Error()) {
+		t.Fatalf("health %q does not name the conflict", snap.HealthMessage())
+	}
+
+	// a's store empties; its relist deletes its rows and nothing else.
+	a.Delete("a1")
+	a.Delete("a2")
+	a.Compact()
+	srcA.Resync()
+	f.waitTable("a's rows gone", func(txn statedb.ReadTxn) bool { return len(f.contents(txn, "a")) == 0 })
+	b.Delete("b1")
+	want := map[string]string{"api1": "x"}
+	f.waitTable("b1 gone", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), want) })
+	if got := srcA.Status(); got.Objects != 0 || got.Items != 0 {
+		t.Fatalf("a still owns %d objects of %d items", got.Objects, got.Items)
+	}
+}
+
+// One item becomes many objects; a change that drops some deletes them; a
+// Transform error keeps the item's objects and is reported on its key
+// until the item is fixed; a delete removes them all.
+func TestTransformMany(t *testing.T) {
+	st := sourcetest.NewStore[string]()
+	st.Set("x", "3")
+	f, src := oneSource(t, st, func(cfg *source.Config[string, *obj]) {
+		cfg.Transform = func(key, v string) ([]*obj, error) {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("line 1: %w", err)
+			}
+			var objs []*obj
+			for i := range n {
+				objs = append(objs, &obj{Key: fmt.Sprintf("%s/%d", key, i), Value: v, Owner: "s"})
+			}
+			return objs, nil
+		}
+	})
+	keys := func(txn statedb.ReadTxn) string {
+		var ks []string
+		for o := range f.table.All(txn) {
+			ks = append(ks, o.Key+"="+o.Value)
+		}
+		return fmt.Sprint(ks)
+	}
+	wait := func(want string) {
+		t.Helper()
+		f.waitTable(want, func(txn statedb.ReadTxn) bool { return keys(txn) == want })
+	}
+	wait("[x/0=3 x/1=3 x/2=3]")
+	st.Set("x", "2")
+	wait("[x/0=2 x/1=2]")
+
+	st.Set("x", "two")
+	snap := waitStatus(t, src, "x failing", func(s source.StatusSnapshot) bool { return s.FailingCount == 1 })
+	if snap.Failing[0].Key != "x" || !contains(snap.Failing[0].Error, "line 1") || snap.Healthy() {
+		t.Fatalf("status %+v: want x failing with its error", snap)
+	}
+	if got := keys(f.db.ReadTxn()); got != "[x/0=2 x/1=2]" {
+		t.Fatalf("a failed transform changed the table: %s", got)
+	}
+	st.Set("x", "1")
+	wait("[x/0=1]")
+	waitStatus(t, src, "x fixed", func(s source.StatusSnapshot) bool { return s.Healthy() })
+	st.Delete("x")
+	wait("[]")
+}
+
+// A failing list degrades health with the error and the time since the
+// last sync, and is retried until it succeeds.
+func TestListErrorsDegradeHealth(t *testing.T) {
+	st := sourcetest.NewStore[string]()
+	st.Set("a", "1")
+	var fail atomic.Int32
+	fail.Store(3)
+	st.ListErr = func() error {
+		if fail.Add(-1) >= 0 {
+			return errInjected
+		}
+		return nil
+	}
+	f, src := oneSource(t, st, nil)
+	f.waitTable("list after retries", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 1 })
+	s := src.Status()
+	if !s.Healthy() || s.LastError != "list: "+errInjected.Error() {
+		t.Fatalf("after recovery: healthy=%v last error %q", s.Healthy(), s.LastError)
+	}
+
+	// Fail every list from now on; a resync then leaves it degraded.
+	fail.Store(1 << 30)
+	src.Resync()
+	s = waitStatus(t, src, "degraded", func(s source.StatusSnapshot) bool { return !s.Healthy() })
+	if msg := s.HealthMessage(); !contains(msg, "last sync") || !contains(msg, errInjected.Error()) {
+		t.Fatalf("health message %q lacks the last sync or the error", msg)
+	}
+}

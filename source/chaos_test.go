@@ -1,0 +1,179 @@
+package source_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/source"
+	"github.com/converge-go/converge/source/sourcetest"
+)
+
+// chaosSeed returns the seed of a randomized test: CONVERGE_SOURCE_SEED
+// when set (to replay a failure), else a fresh one. It is logged either
+// way.
+func chaosSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("CONVERGE_SOURCE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("CONVERGE_SOURCE_SEED: %s", err)
+		}
+	}
+	t.Logf("seed %d (replay with CONVERGE_SOURCE_SEED=%d)", seed, seed)
+	return seed
+}
+
+// TestChaos drives a source over a store that randomly disconnects,
+// expires resume points, overflows, duplicates events, fails lists and
+// delivers events from watches that have ended, while the store changes
+// at random and is compacted. Throughout, no write is a no-op and no row
+// is written more often than its content changed. Once the faults stop,
+// the table equals the store, a resync writes nothing, and every further
+// change is written exactly once.
+func TestChaos(t *testing.T) {
+	seed := chaosSeed(t)
+	var mu sync.Mutex
+	frng := rand.New(rand.NewPCG(seed, 1))
+	roll := func() float64 { mu.Lock(); defer mu.Unlock(); return frng.Float64() }
+
+	st := sourcetest.NewStore[string]()
+	var faulty atomic.Bool
+	faulty.Store(true)
+	st.Faults = func(source.Event[string]) sourcetest.Fault {
+		if !faulty.Load() {
+			return sourcetest.None
+		}
+		switch r := roll(); {
+		case r < 0.02:
+			return sourcetest.Disconnect
+		case r < 0.03:
+			return sourcetest.Expire
+		case r < 0.04:
+			return sourcetest.Overflow
+		case r < 0.05:
+			return sourcetest.Stale
+		case r < 0.10:
+			return sourcetest.Duplicate
+		}
+		return sourcetest.None
+	}
+	st.ListErr = func() error {
+		if faulty.Load() && roll() < 0.1 {
+			return errInjected
+		}
+		return nil
+	}
+
+	var (
+		wmu      sync.Mutex
+		writes   = map[string]int{}
+		noops    []string
+		fixtureF *fixture
+	)
+	f, src := oneSource(t, st, func(cfg *source.Config[string, *obj]) {
+		cfg.BufferSize = 8
+		cfg.Resync = 20 * time.Millisecond
+		cfg.Pending = func(o *obj) *obj {
+			// Called for every row written, inside the write transaction:
+			// the last committed row must differ.
+			cur, _, found := fixtureF.table.Get(fixtureF.db.ReadTxn(), keyIndex.Query(o.Key))
+			wmu.Lock()
+			writes[o.Key]++
+			if found && equal(cur, o) {
+				noops = append(noops, o.Key)
+			}
+			wmu.Unlock()
+			return pending(o)
+		}
+	})
+	fixtureF = f
+
+	// The store changes at random; changes counts each key's real content
+	// changes (a set to the same value is none).
+	rng := rand.New(rand.NewPCG(seed, 2))
+	changes := map[string]int{}
+	model := map[string]string{}
+	for i := range 3000 {
+		key := fmt.Sprintf("k%02d", rng.IntN(60))
+		switch r := rng.IntN(100); {
+		case r < 70:
+			v := strconv.Itoa(rng.IntN(4))
+			if old, ok := model[key]; !ok || old != v {
+				changes[key]++
+			}
+			model[key] = v
+			st.Set(key, v)
+		case r < 99:
+			delete(model, key)
+			st.Delete(key)
+		default:
+			st.Compact()
+		}
+		if i%50 == 49 {
+			// Let the source catch up now and then, faults and all, so
+			// that most changes arrive as watch events, not in lists.
+			f.waitTable("catch up", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
+		}
+	}
+	faulty.Store(false)
+	f.waitTable("table equal to the store", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
+
+	wmu.Lock()
+	if len(noops) > 0 {
+		t.Errorf("%d no-op writes, first %q", len(noops), noops[0])
+	}
+	for key, n := range writes {
+		if n > changes[key] {
+			t.Errorf("%s written %d times, its content changed %d times", key, n, changes[key])
+		}
+	}
+	wmu.Unlock()
+
+	// Quiet: a resync writes nothing.
+	rev := f.table.Revision(f.db.ReadTxn())
+	before := src.Status().Relists
+	src.Resync()
+	waitStatus(t, src, "resync", func(s source.StatusSnapshot) bool { return s.Relists > before })
+	if got := f.table.Revision(f.db.ReadTxn()); got != rev {
+		t.Errorf("a resync of an unchanged store moved the table from revision %d to %d", rev, got)
+	}
+
+	// Every change from now on is written exactly once.
+	wmu.Lock()
+	total := 0
+	for _, n := range writes {
+		total += n
+	}
+	wmu.Unlock()
+	for i := range 20 {
+		key, v := fmt.Sprintf("k%02d", i), "new"+strconv.Itoa(i)
+		st.Set(key, v)
+		model[key] = v
+		f.waitTable(key, func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
+	}
+	wmu.Lock()
+	after := 0
+	for _, n := range writes {
+		after += n
+	}
+	wmu.Unlock()
+	if after-total != 20 {
+		t.Errorf("20 changes took %d writes", after-total)
+	}
+	if n := st.StaleAccepted(); n != 0 {
+		t.Errorf("the source accepted %d events from watches that had ended", n)
+	}
+	s := src.Status()
+	t.Logf("relists %d, events %d, commits %d, upserts %d, deletes %d", s.Relists, s.Events, s.Commits, s.Upserts, s.Deletes)
+	if s.Relists < 5 {
+		t.Errorf("only %d relists: the faults did not bite", s.Relists)
+	}
+}
