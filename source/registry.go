@@ -2,6 +2,7 @@ package source
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -86,7 +87,7 @@ func (reg *Registry) ScriptCommands() hive.ScriptCmdsOut {
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
 				ss, err := reg.lookupArgs(args)
 				if err != nil {
-					return nil, err
+					return failed(err)
 				}
 				for _, src := range ss {
 					src.Resync()
@@ -94,6 +95,15 @@ func (reg *Registry) ScriptCommands() hive.ScriptCmdsOut {
 				return nil, nil
 			}),
 	})
+}
+
+// failed reports err as the command's failure and on its stderr, so that
+// scripts can match the message.
+func failed(err error) (script.WaitFunc, error) {
+	if errors.Is(err, script.ErrUsage) {
+		return nil, err
+	}
+	return func(*script.State) (string, string, error) { return "", err.Error() + "\n", err }, nil
 }
 
 func (reg *Registry) lookupArgs(args []string) ([]Source, error) {
@@ -120,7 +130,7 @@ func (reg *Registry) statusCmd() script.Cmd {
 			}
 			ss, err := reg.lookupArgs(args)
 			if err != nil {
-				return nil, err
+				return failed(err)
 			}
 			snaps := make([]StatusSnapshot, len(ss))
 			for i, src := range ss {

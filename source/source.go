@@ -188,7 +188,7 @@ func (s *source[Item, Obj]) reportHealth() {
 	if snap.Healthy() {
 		s.health.OK(snap.HealthMessage())
 	} else {
-		s.health.Degraded(snap.HealthMessage(), errors.New(snap.HealthMessage()))
+		s.health.Degraded(snap.HealthMessage(), snap.cause())
 	}
 }
 

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -101,6 +102,18 @@ func (s StatusSnapshot) HealthMessage() string {
 		}
 	}
 	return b.String()
+}
+
+// cause is the error behind a degraded health: the current list or
+// watch error, else the first failing item.
+func (s StatusSnapshot) cause() error {
+	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
+		return errors.New(s.LastError)
+	}
+	if len(s.Failing) > 0 {
+		return fmt.Errorf("%s: %s", s.Failing[0].Key, s.Failing[0].Error)
+	}
+	return nil
 }
 
 // tracker holds the parts of the status that change, under a mutex: the

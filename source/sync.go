@@ -112,6 +112,7 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 	s.log.Debug("listed", "reason", reason, "items", len(res.Items), "upserts", c.upserts, "deletes", c.deletes, "duration", d)
 	s.synced(func(st *StatusSnapshot) {
 		st.Initialized = true
+		st.State = "watching"
 		st.Relists++
 		st.Upserts += uint64(c.upserts)
 		st.Deletes += uint64(c.deletes)
