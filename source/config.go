@@ -36,7 +36,8 @@ type Config[Item any, Obj comparable] struct {
 	// Table is the table the source writes. Required.
 	Table statedb.RWTable[Obj]
 
-	// ListerWatcher reads the external system. Required.
+	// ListerWatcher reads the external system. Required. If it
+	// implements io.Closer, the source closes it when it stops.
 	ListerWatcher ListerWatcher[Item]
 
 	// Transform turns one item into the objects it stands for: none, one

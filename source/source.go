@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -126,6 +127,9 @@ func (s *source[Item, Obj]) Resync() { signal(s.resync) }
 func (s *source[Item, Obj]) run(ctx context.Context, health cell.Health) error {
 	s.health = health
 	defer s.status.update(func(st *StatusSnapshot) { st.State = "stopped" })
+	if c, ok := s.cfg.ListerWatcher.(io.Closer); ok {
+		defer c.Close()
+	}
 	var resyncC <-chan time.Time
 	resetResync := func() {}
 	if s.cfg.Resync > 0 {
