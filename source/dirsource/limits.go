@@ -30,4 +30,3 @@ func sysctl(name string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
-
