@@ -41,7 +41,9 @@ func newProxy(t testing.TB, target string) *Proxy {
 }
 
 // Endpoint is the URL clients connect to instead of the server's.
-func (p *Proxy) Endpoint() string { return (&url.URL{Scheme: "http", Host: p.l.Addr().String()}).String() }
+func (p *Proxy) Endpoint() string {
+	return (&url.URL{Scheme: "http", Host: p.l.Addr().String()}).String()
+}
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()
