@@ -135,11 +135,16 @@ func (f *fixture) waitTable(what string, cond func(txn statedb.ReadTxn) bool) {
 	for {
 		txn := f.db.ReadTxn()
 		_, watch := f.table.AllWatch(txn)
+		initialized, initWatch := f.table.Initialized(txn)
+		if initialized {
+			initWatch = nil // closed: it would spin
+		}
 		if cond(txn) {
 			return
 		}
 		select {
 		case <-watch:
+		case <-initWatch:
 		case <-deadline:
 			f.t.Fatalf("timed out waiting for %s", what)
 		}

@@ -39,7 +39,8 @@ type Config[Obj comparable] struct {
 
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer and metrics. Its ListerWatcher and
-	// Transform are set by New. Source.Resync defaults to DefaultResync
+	// Transform are set by New. Source.Resync defaults to DefaultResync,
+	// and Source.BufferWait to 1 ms (the debounce batches already)
 	// (source.Off turns it off).
 	Source source.Config[File, Obj]
 }
@@ -89,6 +90,11 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 	}
 	if sc.Resync == 0 {
 		sc.Resync = DefaultResync
+	}
+	if sc.BufferWait == 0 {
+		// The debounce has batched the changes already; waiting the
+		// source's default 50 ms more would only add latency.
+		sc.BufferWait = time.Millisecond
 	}
 	return source.New(sc, p)
 }

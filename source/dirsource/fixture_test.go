@@ -151,12 +151,17 @@ func (f *fixture) wait(want string) {
 	for {
 		txn := f.db.ReadTxn()
 		_, watch := f.table.AllWatch(txn)
+		initialized, initWatch := f.table.Initialized(txn)
+		if initialized {
+			initWatch = nil // closed: it would spin
+		}
 		got := f.contents(txn)
 		if got == want {
 			return
 		}
 		select {
 		case <-watch:
+		case <-initWatch:
 		case <-deadline:
 			f.t.Fatalf("table is %q, want %q", got, want)
 		}
