@@ -106,7 +106,8 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 		delete(w.owned, t.key)
 		return c
 	}
-	kept := t.objs[:0:0]
+	// kept filters t.objs in place: the objects now owned.
+	kept := t.objs[:0]
 	var conflict error
 	for _, o := range t.objs {
 		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))

@@ -70,11 +70,23 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 		s.metrics.Relist(reason, 0, 0, time.Since(start))
 		return err
 	}
-	seen := make(map[string]struct{}, len(res.Items))
+	// With nothing owned yet (the first list, typically) no row can be
+	// missing from the list: skip the bookkeeping for deletes, and size
+	// the maps once.
+	fresh := len(s.w.owned) == 0 && len(s.w.failing) == 0
+	var seen map[string]struct{}
 	var ts []transformed[Obj]
+	if fresh {
+		ts = make([]transformed[Obj], 0, len(res.Items))
+		s.w.owned = make(map[string][]Obj, len(res.Items))
+	} else {
+		seen = make(map[string]struct{}, len(res.Items))
+	}
 	rtxn := s.db.ReadTxn()
 	for _, it := range res.Items {
-		seen[it.Key] = struct{}{}
+		if !fresh {
+			seen[it.Key] = struct{}{}
+		}
 		objs, err := s.w.transform(it.Key, it.Item)
 		if err == nil && s.w.unchanged(rtxn, it.Key, objs) {
 			if s.w.failing[it.Key] != "" {
@@ -84,14 +96,16 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 		}
 		ts = append(ts, transformed[Obj]{key: it.Key, objs: objs, err: err})
 	}
-	for key := range s.w.owned {
-		if _, ok := seen[key]; !ok {
-			ts = append(ts, transformed[Obj]{key: key, del: true})
+	if !fresh {
+		for key := range s.w.owned {
+			if _, ok := seen[key]; !ok {
+				ts = append(ts, transformed[Obj]{key: key, del: true})
+			}
 		}
-	}
-	for key := range s.w.failing {
-		if _, ok := seen[key]; !ok {
-			s.w.clearFailing(key)
+		for key := range s.w.failing {
+			if _, ok := seen[key]; !ok {
+				s.w.clearFailing(key)
+			}
 		}
 	}
 	var c counts
