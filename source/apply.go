@@ -14,9 +14,10 @@ import (
 type writer[Item any, Obj comparable] struct {
 	cfg      *Config[Item, Obj]
 	pk       statedb.Indexer[Obj]
-	owned    map[string][]Obj  // key -> the objects it produced, as last written
-	nObjects int               // sum of len(owned[k])
-	failing  map[string]string // key -> why its item has no (new) objects
+	owned    map[string]*owned[Obj] // key -> the objects it produced
+	nObjects int                    // sum of len(owned[k].objs)
+	gen      uint64                 // the current relist, for owned.seen
+	failing  map[string]string      // key -> why its item has no (new) objects
 
 	failingDirty bool // failing changed since the status last listed it
 	failingNew   int  // failures recorded since the metrics last counted them
@@ -41,9 +42,23 @@ func newWriter[Item any, Obj comparable](cfg *Config[Item, Obj]) *writer[Item, O
 	return &writer[Item, Obj]{
 		cfg:     cfg,
 		pk:      cfg.Table.PrimaryIndexer(),
-		owned:   map[string][]Obj{},
+		owned:   map[string]*owned[Obj]{},
 		failing: map[string]string{},
 	}
+}
+
+// owned is what one key produced, as last written.
+type owned[Obj any] struct {
+	objs []Obj
+	seen uint64 // the last relist (writer.gen) that listed the key
+}
+
+// objsOf returns the objects key produced, or nil.
+func (w *writer[Item, Obj]) objsOf(key string) []Obj {
+	if e := w.owned[key]; e != nil {
+		return e.objs
+	}
+	return nil
 }
 
 // counts is what one commit or relist wrote.
@@ -69,15 +84,15 @@ func (w *writer[Item, Obj]) transform(key string, item Item) (objs []Obj, err er
 	return w.cfg.Transform(key, item)
 }
 
-// unchanged reports whether objs are exactly what key produced last and
-// what the table holds, so that applying them would write nothing.
-func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, key string, objs []Obj) bool {
-	old := w.owned[key]
+// unchanged reports whether objs are what key produced last (by
+// Config.Equal, in order) and what the table holds, so that applying them
+// would write nothing. It allocates nothing but the lookups' keys.
+func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, old, objs []Obj) bool {
 	if len(old) != len(objs) {
 		return false
 	}
 	for i, o := range objs {
-		if !bytes.Equal(w.pk.ObjectToKey(old[i]), w.pk.ObjectToKey(o)) {
+		if !w.cfg.Equal(old[i], o) {
 			return false
 		}
 		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
@@ -96,7 +111,11 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 		w.setFailing(t.key, t.err.Error())
 		return c
 	}
-	old := w.owned[t.key]
+	e := w.owned[t.key]
+	var old []Obj
+	if e != nil {
+		old = e.objs
+	}
 	if t.del {
 		w.clearFailing(t.key)
 		for _, o := range old {
@@ -139,10 +158,13 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 		w.clearFailing(t.key)
 	}
 	w.nObjects += len(kept) - len(old)
-	if len(kept) == 0 {
+	switch {
+	case len(kept) == 0:
 		delete(w.owned, t.key)
-	} else {
-		w.owned[t.key] = kept
+	case e != nil:
+		e.objs = kept
+	default:
+		w.owned[t.key] = &owned[Obj]{objs: kept, seen: w.gen}
 	}
 	return c
 }

@@ -57,12 +57,13 @@ func observe(f *fixture) func() []map[string]string {
 	}
 }
 
-// The first list is committed in one transaction together with the
+// The first list (large enough to be compared on several goroutines) is
+// committed in one transaction together with the
 // initializer: the table is never initialized with part of the list, nor
 // holds part of it before.
 func TestInitialListIsOneTransaction(t *testing.T) {
 	st := sourcetest.NewStore[string]()
-	for i := range 5000 {
+	for i := range 40_000 {
 		st.Set(fmt.Sprintf("k%05d", i), "v")
 	}
 	var f *fixture
@@ -88,16 +89,17 @@ func TestInitialListIsOneTransaction(t *testing.T) {
 		t.Fatal("table not initialized")
 	}
 	txn := f.db.ReadTxn()
-	if n := f.table.NumObjects(txn); n != 5000 {
-		t.Fatalf("initialized with %d objects, want 5000", n)
+	if n := f.table.NumObjects(txn); n != 40_000 {
+		t.Fatalf("initialized with %d objects, want 40000", n)
 	}
 	for _, st := range states() {
-		if n := len(st); n != 0 && n != 5000 {
+		if n := len(st); n != 0 && n != 40_000 {
 			t.Fatalf("saw a table with %d objects: the list was not committed at once", n)
 		}
 	}
-	if s := src.Status(); !s.Initialized || s.LastRelist.Reason != source.ReasonInitial || s.LastRelist.Upserts != 5000 {
-		t.Fatalf("status after the initial list: %+v", s)
+	s := waitStatus(t, src, "initialized", func(s source.StatusSnapshot) bool { return s.Initialized })
+	if s.LastRelist.Reason != source.ReasonInitial || s.LastRelist.Upserts != 40_000 {
+		t.Fatalf("status after the initial list: %+v", s.LastRelist)
 	}
 }
 
@@ -133,7 +135,7 @@ func TestRelistReplacesAtomically(t *testing.T) {
 			t.Fatalf("saw %v between %v and %v: the relist was not one transaction", st, before, want)
 		}
 	}
-	s := src.Status()
+	s := waitStatus(t, src, "relist recorded", func(s source.StatusSnapshot) bool { return s.Relists == 2 })
 	if s.LastRelist.Reason != source.ReasonExpired || s.LastRelist.Upserts != 2 || s.LastRelist.Deletes != 1 {
 		t.Fatalf("last relist %+v, want expired with 2 upserts and 1 delete", s.LastRelist)
 	}
@@ -211,7 +213,7 @@ func TestReconnect(t *testing.T) {
 			disconnect.Store(true)
 			st.Set("b", "1")
 			f.waitTable("b", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 2 })
-			s := src.Status()
+			s := waitStatus(t, src, "b committed", func(s source.StatusSnapshot) bool { return s.Upserts == 2 })
 			wantRelists := uint64(1)
 			if noResume {
 				// Without a resume point the source cannot watch at all:
@@ -366,7 +368,7 @@ func TestListErrorsDegradeHealth(t *testing.T) {
 	}
 	f, src := oneSource(t, st, nil)
 	f.waitTable("list after retries", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 1 })
-	s := src.Status()
+	s := waitStatus(t, src, "synced", func(s source.StatusSnapshot) bool { return s.Relists == 1 })
 	if !s.Healthy() || s.LastError != "list: "+errInjected.Error() {
 		t.Fatalf("after recovery: healthy=%v last error %q", s.Healthy(), s.LastError)
 	}

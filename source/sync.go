@@ -2,6 +2,8 @@ package source
 
 import (
 	"context"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -26,7 +28,7 @@ func (s *source[Item, Obj]) commit() int {
 			t.del = true
 		} else {
 			t.objs, t.err = s.w.transform(ev.Key, ev.Item)
-			if t.err == nil && s.w.unchanged(rtxn, ev.Key, t.objs) {
+			if t.err == nil && s.w.unchanged(rtxn, s.w.objsOf(ev.Key), t.objs) {
 				if s.w.failing[ev.Key] != "" {
 					s.w.clearFailing(ev.Key)
 				}
@@ -70,42 +72,47 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 		s.metrics.Relist(reason, 0, 0, time.Since(start))
 		return err
 	}
-	// With nothing owned yet (the first list, typically) no row can be
-	// missing from the list: skip the bookkeeping for deletes, and size
-	// the maps once.
-	fresh := len(s.w.owned) == 0 && len(s.w.failing) == 0
-	var seen map[string]struct{}
+	// Keys the list no longer has are found by generation: every owned
+	// key the list has is marked with this relist's, so no set of a
+	// million keys is built. With nothing owned yet (the first list,
+	// typically) there is nothing to find, and the maps are sized once.
+	s.w.gen++
+	fresh := len(s.w.owned) == 0
 	var ts []transformed[Obj]
 	if fresh {
 		ts = make([]transformed[Obj], 0, len(res.Items))
-		s.w.owned = make(map[string][]Obj, len(res.Items))
-	} else {
-		seen = make(map[string]struct{}, len(res.Items))
+		s.w.owned = make(map[string]*owned[Obj], len(res.Items))
 	}
-	rtxn := s.db.ReadTxn()
-	for _, it := range res.Items {
-		if !fresh {
-			seen[it.Key] = struct{}{}
+	var seenFailing map[string]bool
+	if len(s.w.failing) > 0 {
+		seenFailing = map[string]bool{}
+	}
+	for i, r := range s.compare(res.Items) {
+		key := res.Items[i].Key
+		if r.owner != nil {
+			r.owner.seen = s.w.gen
 		}
-		objs, err := s.w.transform(it.Key, it.Item)
-		if err == nil && s.w.unchanged(rtxn, it.Key, objs) {
-			if s.w.failing[it.Key] != "" {
-				s.w.clearFailing(it.Key)
+		if seenFailing != nil {
+			if _, ok := s.w.failing[key]; ok {
+				seenFailing[key] = true
+			}
+		}
+		if !r.changed {
+			if s.w.failing[key] != "" {
+				s.w.clearFailing(key)
 			}
 			continue
 		}
-		ts = append(ts, transformed[Obj]{key: it.Key, objs: objs, err: err})
+		ts = append(ts, r.t)
 	}
-	if !fresh {
-		for key := range s.w.owned {
-			if _, ok := seen[key]; !ok {
-				ts = append(ts, transformed[Obj]{key: key, del: true})
-			}
+	for key, e := range s.w.owned {
+		if e.seen != s.w.gen {
+			ts = append(ts, transformed[Obj]{key: key, del: true})
 		}
-		for key := range s.w.failing {
-			if _, ok := seen[key]; !ok {
-				s.w.clearFailing(key)
-			}
+	}
+	for key := range s.w.failing {
+		if !seenFailing[key] {
+			s.w.clearFailing(key)
 		}
 	}
 	var c counts
@@ -133,6 +140,54 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 		st.LastRelist = Relist{At: start, Reason: reason, Duration: d, Items: len(res.Items), Upserts: c.upserts, Deletes: c.deletes}
 	})
 	return nil
+}
+
+// listed is one list item compared with the table.
+type listed[Obj any] struct {
+	owner   *owned[Obj] // what the key produced before, if anything
+	t       transformed[Obj]
+	changed bool // applying t would write something
+}
+
+// compareChunk is how many items one goroutine of compare takes at least.
+const compareChunk = 16384
+
+// compare transforms the items and compares them with what their keys
+// produced and with the table, on one read snapshot. It reads the owned
+// map but writes nothing shared, so it runs on every core: a relist of a
+// million unchanged items is a million transforms and lookups.
+func (s *source[Item, Obj]) compare(items []Keyed[Item]) []listed[Obj] {
+	out := make([]listed[Obj], len(items))
+	rtxn := s.db.ReadTxn()
+	work := func(from, to int) {
+		for i := from; i < to; i++ {
+			it := items[i]
+			r := listed[Obj]{owner: s.w.owned[it.Key], t: transformed[Obj]{key: it.Key}}
+			var old []Obj
+			if r.owner != nil {
+				old = r.owner.objs
+			}
+			r.t.objs, r.t.err = s.w.transform(it.Key, it.Item)
+			r.changed = r.t.err != nil || !s.w.unchanged(rtxn, old, r.t.objs)
+			out[i] = r
+		}
+	}
+	workers := min(runtime.GOMAXPROCS(0), (len(items)+compareChunk-1)/compareChunk)
+	if workers <= 1 {
+		work(0, len(items))
+		return out
+	}
+	var wg sync.WaitGroup
+	per := (len(items) + workers - 1) / workers
+	for from := 0; from < len(items); from += per {
+		wg.Add(1)
+		go func(from, to int) {
+			defer wg.Done()
+			work(from, to)
+		}(from, min(from+per, len(items)))
+	}
+	wg.Wait()
+	return out
 }
 
 // synced records a successful sync with fn's changes, refreshes the

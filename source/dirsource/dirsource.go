@@ -39,8 +39,7 @@ type Config[Obj comparable] struct {
 
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer and metrics. Its ListerWatcher and
-	// Transform are set by New. Source.Resync defaults to DefaultResync,
-	// and Source.BufferWait to 1 ms (the debounce batches already)
+	// Transform are set by New. Source.Resync defaults to DefaultResync
 	// (source.Off turns it off).
 	Source source.Config[File, Obj]
 }
@@ -91,10 +90,6 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 	if sc.Resync == 0 {
 		sc.Resync = DefaultResync
 	}
-	if sc.BufferWait == 0 {
-		// The debounce has batched the changes already; waiting the
-		// source's default 50 ms more would only add latency.
-		sc.BufferWait = time.Millisecond
-	}
+
 	return source.New(sc, p)
 }

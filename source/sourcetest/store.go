@@ -135,7 +135,7 @@ func (s *Store[Item]) Wait() { s.stale.Wait() }
 // already ended (Stale faults) the source accepted; it must be 0.
 func (s *Store[Item]) StaleAccepted() int64 { return s.staleAccepted.Load() }
 
-// List implements source.ListerWatcher: every item sorted by key, resume
+// List implements source.ListerWatcher: every item (in no order), resume
 // point the current revision.
 func (s *Store[Item]) List(ctx context.Context) (source.ListResult[Item], error) {
 	if s.ListErr != nil {
@@ -146,8 +146,8 @@ func (s *Store[Item]) List(ctx context.Context) (source.ListResult[Item], error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := source.ListResult[Item]{Items: make([]source.Keyed[Item], 0, len(s.items))}
-	for _, k := range slices.Sorted(maps.Keys(s.items)) {
-		res.Items = append(res.Items, source.Keyed[Item]{Key: k, Item: s.items[k]})
+	for k, item := range s.items {
+		res.Items = append(res.Items, source.Keyed[Item]{Key: k, Item: item})
 	}
 	if !s.NoResume {
 		res.Resume = strconv.FormatUint(s.rev, 10)
