@@ -38,14 +38,14 @@ func chaosSeed(t *testing.T) uint64 {
 // is written more often than its content changed. Once the faults stop,
 // the table equals the store, a resync writes nothing, and every further
 // change is written exactly once.
-func TestChaos(t *testing.T) {
-	seed := chaosSeed(t)
+// faultyStore returns a store whose watches and lists fail at random
+// (seeded) while the returned flag is set; it starts set.
+func faultyStore(seed uint64) (*sourcetest.Store[string], *atomic.Bool) {
 	var mu sync.Mutex
 	frng := rand.New(rand.NewPCG(seed, 1))
 	roll := func() float64 { mu.Lock(); defer mu.Unlock(); return frng.Float64() }
-
 	st := sourcetest.NewStore[string]()
-	var faulty atomic.Bool
+	faulty := new(atomic.Bool)
 	faulty.Store(true)
 	st.Faults = func(source.Event[string]) sourcetest.Fault {
 		if !faulty.Load() {
@@ -71,6 +71,12 @@ func TestChaos(t *testing.T) {
 		}
 		return nil
 	}
+	return st, faulty
+}
+
+func TestChaos(t *testing.T) {
+	seed := chaosSeed(t)
+	st, faulty := faultyStore(seed)
 
 	var (
 		wmu      sync.Mutex
@@ -96,33 +102,7 @@ func TestChaos(t *testing.T) {
 	})
 	fixtureF = f
 
-	// The store changes at random; changes counts each key's real content
-	// changes (a set to the same value is none).
-	rng := rand.New(rand.NewPCG(seed, 2))
-	changes := map[string]int{}
-	model := map[string]string{}
-	for i := range 3000 {
-		key := fmt.Sprintf("k%02d", rng.IntN(60))
-		switch r := rng.IntN(100); {
-		case r < 70:
-			v := strconv.Itoa(rng.IntN(4))
-			if old, ok := model[key]; !ok || old != v {
-				changes[key]++
-			}
-			model[key] = v
-			st.Set(key, v)
-		case r < 99:
-			delete(model, key)
-			st.Delete(key)
-		default:
-			st.Compact()
-		}
-		if i%50 == 49 {
-			// Let the source catch up now and then, faults and all, so
-			// that most changes arrive as watch events, not in lists.
-			f.waitTable("catch up", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
-		}
-	}
+	model, changes := randomChanges(f, st, seed)
 	faulty.Store(false)
 	f.waitTable("table equal to the store", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
 
@@ -176,4 +156,37 @@ func TestChaos(t *testing.T) {
 	if s.Relists < 5 {
 		t.Errorf("only %d relists: the faults did not bite", s.Relists)
 	}
+}
+
+// randomChanges changes the store at random (seeded): sets (often to the
+// value a key already has, which is no change), deletes and compactions,
+// letting the source catch up every 50. It returns the store's content
+// and, per key, how often its content really changed.
+func randomChanges(f *fixture, st *sourcetest.Store[string], seed uint64) (model map[string]string, changes map[string]int) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	changes = map[string]int{}
+	model = map[string]string{}
+	for i := range 3000 {
+		key := fmt.Sprintf("k%02d", rng.IntN(60))
+		switch r := rng.IntN(100); {
+		case r < 70:
+			v := strconv.Itoa(rng.IntN(4))
+			if old, ok := model[key]; !ok || old != v {
+				changes[key]++
+			}
+			model[key] = v
+			st.Set(key, v)
+		case r < 99:
+			delete(model, key)
+			st.Delete(key)
+		default:
+			st.Compact()
+		}
+		if i%50 == 49 {
+			// Let the source catch up now and then, faults and all, so
+			// that most changes arrive as watch events, not in lists.
+			f.waitTable("catch up", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
+		}
+	}
+	return model, changes
 }
