@@ -140,7 +140,8 @@ func (s *source[Item, Obj]) run(ctx context.Context, health cell.Health) error {
 	}
 	reason := ReasonInitial
 	for ctx.Err() == nil {
-		if reason != "" {
+		listed := reason != ""
+		if listed {
 			s.buf.newSession(true)
 			if err := s.relist(ctx, reason); err != nil {
 				if ctx.Err() != nil {
@@ -154,7 +155,7 @@ func (s *source[Item, Obj]) run(ctx context.Context, health cell.Health) error {
 			resetResync()
 			s.backoff = 0
 		}
-		reason = s.watch(ctx, resyncC)
+		reason = s.watch(ctx, resyncC, listed)
 	}
 	return nil
 }
@@ -196,12 +197,19 @@ func (s *source[Item, Obj]) reportHealth() {
 	}
 }
 
+// watchUp is how long a watch must run without failing to count as
+// re-established after a disconnect: health turns OK again then, even if
+// no event has come.
+const watchUp = time.Second
+
 // watch runs one watch session from the last resume point, committing its
 // events in batches, until the watch ends, a resync comes due or ctx ends.
-// It returns why the source must list again, or "" to watch again.
-func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time) RelistReason {
+// It returns why the source must list again, or "" to watch again. A
+// source without a resume point watches only right after a list (from
+// "now", which is all such a source can do): a reconnect lists again.
+func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time, listed bool) RelistReason {
 	resume, _, _ := s.buf.state()
-	if resume == "" && ctx.Err() == nil {
+	if resume == "" && !listed && ctx.Err() == nil {
 		return ReasonReconnect
 	}
 	session := s.buf.newSession(false)
@@ -220,6 +228,8 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time)
 		done <- s.cfg.ListerWatcher.Watch(wctx, resume, emit)
 	}()
 	s.status.update(func(st *StatusSnapshot) { st.State = "watching" })
+	up := time.NewTimer(watchUp)
+	defer up.Stop()
 	stop := func() error {
 		cancel()
 		s.buf.newSession(false)
@@ -239,8 +249,12 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time)
 		case err := <-done:
 			s.buf.newSession(false)
 			return s.watchEnded(ctx, err, events)
+		case <-up.C:
+			if st := s.status.get(); st.LastErrorAt.After(st.LastSync) {
+				s.synced(func(*StatusSnapshot) {})
+			}
 		case <-s.buf.ready:
-			if !s.collect(ctx, resyncC) {
+			if !s.collect(ctx) {
 				continue
 			}
 			events += s.commit()
@@ -250,7 +264,7 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time)
 
 // collect waits for a batch to fill up or for BufferWait to pass. It
 // returns false when it should not commit now (ctx ended).
-func (s *source[Item, Obj]) collect(ctx context.Context, _ <-chan time.Time) bool {
+func (s *source[Item, Obj]) collect(ctx context.Context) bool {
 	_, _, oldest := s.buf.state()
 	s.metrics.Lag(oldest)
 	t := time.NewTimer(s.cfg.BufferWait)

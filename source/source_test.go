@@ -117,6 +117,15 @@ func TestRelistReplacesAtomically(t *testing.T) {
 		}
 		return sourcetest.None
 	}
+	// Lists wait at the gate while it is set, so that the relist sees
+	// all three changes below, not the first one only.
+	var gate atomic.Pointer[chan struct{}]
+	st.ListErr = func() error {
+		if g := gate.Load(); g != nil {
+			<-*g
+		}
+		return nil
+	}
 	f, src := oneSource(t, st, nil)
 	f.waitTable("initial list", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 3 })
 	states := observe(f)
@@ -124,10 +133,13 @@ func TestRelistReplacesAtomically(t *testing.T) {
 
 	// The watch fails at the next event; the changes below reach the
 	// table only through the relist.
+	g := make(chan struct{})
+	gate.Store(&g)
 	expire.Store(true)
 	st.Delete("b")
 	st.Set("c", "2")
 	st.Set("d", "1")
+	close(g)
 	want := map[string]string{"a": "1", "c": "2", "d": "1"}
 	f.waitTable("relist", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), want) })
 	for _, st := range states() {
@@ -210,6 +222,9 @@ func TestReconnect(t *testing.T) {
 			}
 			f, src := oneSource(t, st, nil)
 			f.waitTable("initial list", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 1 })
+			// Without a resume point a change made before the watch
+			// starts is missed (until a resync): wait for the watch.
+			waitStatus(t, src, "watching", func(source.StatusSnapshot) bool { return st.Watching() == 1 })
 			disconnect.Store(true)
 			st.Set("b", "1")
 			f.waitTable("b", func(txn statedb.ReadTxn) bool { return f.table.NumObjects(txn) == 2 })

@@ -60,6 +60,7 @@ type Store[Item any] struct {
 	changed       chan struct{} // closed and replaced on every change
 	stale         sync.WaitGroup
 	staleAccepted atomic.Int64
+	watching      atomic.Int32
 
 	// Faults, when set before the store is used, is asked before every
 	// event a watch delivers.
@@ -131,6 +132,9 @@ func (s *Store[Item]) Revision() uint64 {
 // ended; they end when the watch context they were given ends.
 func (s *Store[Item]) Wait() { s.stale.Wait() }
 
+// Watching returns how many watches are running.
+func (s *Store[Item]) Watching() int { return int(s.watching.Load()) }
+
 // StaleAccepted returns how many events emitted by watches that had
 // already ended (Stale faults) the source accepted; it must be 0.
 func (s *Store[Item]) StaleAccepted() int64 { return s.staleAccepted.Load() }
@@ -173,11 +177,21 @@ func (s *Store[Item]) next(rev uint64) ([]logEntry[Item], <-chan struct{}, error
 }
 
 // Watch implements source.ListerWatcher: it replays the changes after
-// resume, then follows new ones, applying Faults.
+// resume (or, with no resume point, starts from now), then follows new
+// ones, applying Faults.
 func (s *Store[Item]) Watch(ctx context.Context, resume string, emit func(source.Event[Item]) error) error {
-	rev, err := strconv.ParseUint(resume, 10, 64)
-	if err != nil {
-		return fmt.Errorf("sourcetest: bad resume point %q: %w", resume, source.ErrExpired)
+	s.watching.Add(1)
+	defer s.watching.Add(-1)
+	var rev uint64
+	if resume == "" {
+		// No resume point (NoResume): watch from now, missing whatever
+		// changed since the list, as such a watch does.
+		rev = s.Revision()
+	} else {
+		var err error
+		if rev, err = strconv.ParseUint(resume, 10, 64); err != nil {
+			return fmt.Errorf("sourcetest: bad resume point %q: %w", resume, source.ErrExpired)
+		}
 	}
 	for {
 		entries, changed, err := s.next(rev)
