@@ -40,9 +40,9 @@
 //
 // Each source reports health (OK, or Degraded with the last error and the
 // time since the last successful sync), a StatusSnapshot (Source.Status, and
-// the source/status script command that Cell adds) and metrics (Metrics;
-// NewPrometheus gives the Prometheus series of METRICS.md in this
-// directory, every series created at zero).
+// the source/status and source/resync script commands that Cell adds)
+// and metrics (Metrics; NewPrometheus gives the converge_source_*
+// Prometheus series, every series created at zero).
 //
 // # Implementing a ListerWatcher
 //

@@ -118,6 +118,25 @@ func (f *fixture) wait(what string, cond func(txn statedb.ReadTxn) bool) {
 	}
 }
 
+// waitStatus polls the source's status (every 2 ms, for at most a
+// minute) until cond holds.
+func (f *fixture) waitStatus(cond func(source.StatusSnapshot) bool) source.StatusSnapshot {
+	f.t.Helper()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s := f.src.Status()
+		if cond(s) {
+			return s
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("status never matched: %+v", s)
+		}
+		<-tick.C
+	}
+}
+
 // is returns a condition: the table holds exactly want (key=value pairs,
 // sorted by key).
 func (f *fixture) is(want string) func(txn statedb.ReadTxn) bool {
@@ -169,6 +188,9 @@ func TestKeyDeletedWhileDisconnected(t *testing.T) {
 	srv.Put(ctx, prefix+"b", "2")
 	proxy.Restore()
 	f.wait("the delete", f.is("b=2"))
+	if s := f.src.Status(); s.Relists != 1 {
+		t.Fatalf("%d lists, want the initial one only: the watch resumes from its revision", s.Relists)
+	}
 }
 
 // etcd compacts past the source's revision while the source is cut off:
@@ -191,7 +213,8 @@ func TestCompactionWhileDisconnected(t *testing.T) {
 	srv.Compact(ctx)
 	proxy.Restore()
 	f.wait("the relist", f.is("b=2 c=1 d=1"))
-	s := f.src.Status()
+	// The status is recorded just after the commit.
+	s := f.waitStatus(func(s source.StatusSnapshot) bool { return s.Relists == 2 })
 	if s.LastRelist.Reason != source.ReasonExpired || s.LastRelist.Deletes != 1 || s.LastRelist.Upserts != 2 {
 		t.Fatalf("last relist %+v, want expired with 2 upserts and 1 delete", s.LastRelist)
 	}
