@@ -3,6 +3,7 @@ package source
 import (
 	"bytes"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cilium/statedb"
 )
@@ -18,6 +19,11 @@ type writer[Item any, Obj comparable] struct {
 	nObjects int                    // sum of len(owned[k].objs)
 	gen      uint64                 // the current relist, for owned.seen
 	failing  map[string]string      // key -> why its item has no (new) objects
+
+	// trustAbsent is set while a write transaction applies a list that
+	// was compared on a snapshot of the same table revision: then
+	// transformed.absent holds and the lookup before an insert is skipped.
+	trustAbsent bool
 
 	failingDirty bool // failing changed since the status last listed it
 	failingNew   int  // failures recorded since the metrics last counted them
@@ -50,7 +56,7 @@ func newWriter[Item any, Obj comparable](cfg *Config[Item, Obj]) *writer[Item, O
 // owned is what one key produced, as last written.
 type owned[Obj any] struct {
 	objs []Obj
-	seen uint64 // the last relist (writer.gen) that listed the key
+	seen atomic.Uint64 // the last relist (writer.gen) that listed the key
 }
 
 // objsOf returns the objects key produced, or nil.
@@ -72,6 +78,19 @@ type transformed[Obj any] struct {
 	objs []Obj
 	err  error
 	del  bool
+	// absent: every object was missing from the table at the compare's
+	// snapshot (see writer.trustAbsent).
+	absent bool
+}
+
+// absent reports whether none of objs is in the table at txn.
+func (w *writer[Item, Obj]) absent(txn statedb.ReadTxn, objs []Obj) bool {
+	for _, o := range objs {
+		if _, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o)); found {
+			return false
+		}
+	}
+	return true
 }
 
 // transform runs Config.Transform, recovering a panic as the item's error.
@@ -129,7 +148,11 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 	kept := t.objs[:0]
 	var conflict error
 	for _, o := range t.objs {
-		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+		var cur Obj
+		found := false
+		if !t.absent || !w.trustAbsent {
+			cur, _, found = w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+		}
 		switch {
 		case found && w.cfg.Equal(cur, o):
 		case found && w.cfg.Owns != nil && !w.cfg.Owns(cur) && !w.ownedKey(old, o):
@@ -164,7 +187,9 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 	case e != nil:
 		e.objs = kept
 	default:
-		w.owned[t.key] = &owned[Obj]{objs: kept, seen: w.gen}
+		e = &owned[Obj]{objs: kept}
+		e.seen.Store(w.gen)
+		w.owned[t.key] = e
 	}
 	return c
 }

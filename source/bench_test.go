@@ -11,10 +11,10 @@ import (
 	"github.com/converge-go/converge/source/sourcetest"
 )
 
-// BenchmarkInitialList measures an initial list of 100k items committed
+// BenchmarkInitialList measures an initial list of 1M items committed
 // into the table (see benchmarks/ for the rows).
 func BenchmarkInitialList(b *testing.B) {
-	const n = 100_000
+	const n = 1_000_000
 	st := sourcetest.NewStore[string]()
 	for i := range n {
 		st.Set(fmt.Sprintf("k%07d", i), "v")

@@ -61,6 +61,7 @@ type Store[Item any] struct {
 	stale         sync.WaitGroup
 	staleAccepted atomic.Int64
 	watching      atomic.Int32
+	sorted        []string // the keys in order, for List; nil when stale
 
 	// Faults, when set before the store is used, is asked before every
 	// event a watch delivers.
@@ -91,6 +92,9 @@ func (s *Store[Item]) record(ev source.Event[Item]) uint64 {
 func (s *Store[Item]) Set(key string, item Item) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, ok := s.items[key]; !ok {
+		s.sorted = nil
+	}
 	s.items[key] = item
 	return s.record(source.Event[Item]{Kind: source.Upsert, Key: key, Item: item})
 }
@@ -100,7 +104,10 @@ func (s *Store[Item]) Set(key string, item Item) uint64 {
 func (s *Store[Item]) Delete(key string) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	item := s.items[key]
+	item, ok := s.items[key]
+	if ok {
+		s.sorted = nil
+	}
 	delete(s.items, key)
 	return s.record(source.Event[Item]{Kind: source.Delete, Key: key, Item: item})
 }
@@ -139,7 +146,8 @@ func (s *Store[Item]) Watching() int { return int(s.watching.Load()) }
 // already ended (Stale faults) the source accepted; it must be 0.
 func (s *Store[Item]) StaleAccepted() int64 { return s.staleAccepted.Load() }
 
-// List implements source.ListerWatcher: every item (in no order), resume
+// List implements source.ListerWatcher: every item in key order (as etcd
+// and Kubernetes list), resume
 // point the current revision.
 func (s *Store[Item]) List(ctx context.Context) (source.ListResult[Item], error) {
 	if s.ListErr != nil {
@@ -150,8 +158,11 @@ func (s *Store[Item]) List(ctx context.Context) (source.ListResult[Item], error)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	res := source.ListResult[Item]{Items: make([]source.Keyed[Item], 0, len(s.items))}
-	for k, item := range s.items {
-		res.Items = append(res.Items, source.Keyed[Item]{Key: k, Item: item})
+	if s.sorted == nil {
+		s.sorted = slices.Sorted(maps.Keys(s.items))
+	}
+	for _, k := range s.sorted {
+		res.Items = append(res.Items, source.Keyed[Item]{Key: k, Item: s.items[k]})
 	}
 	if !s.NoResume {
 		res.Resume = strconv.FormatUint(s.rev, 10)
