@@ -1,7 +1,10 @@
 package source_test
 
 import (
+	"context"
 	"fmt"
+	"iter"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 	"github.com/converge-go/converge/source/sourcetest"
 )
@@ -31,13 +35,15 @@ func chaosSeed(t *testing.T) uint64 {
 	return seed
 }
 
-// TestChaos drives a source over a store that randomly disconnects,
-// expires resume points, overflows, duplicates events, fails lists and
-// delivers events from watches that have ended, while the store changes
-// at random and is compacted. Throughout, no write is a no-op and no row
-// is written more often than its content changed. Once the faults stop,
-// the table equals the store, a resync writes nothing, and every further
-// change is written exactly once.
+// TestChaos drives a source, with a reconciler behind it, over a store
+// that randomly disconnects, expires resume points, overflows, duplicates
+// events, fails lists and delivers events from watches that have ended,
+// while the store changes at random and is compacted. Throughout, no
+// write is a no-op, no row is written more often than its content
+// changed, and none is reconciled more often than it was written. Once
+// the faults stop, the table equals the store, a resync writes nothing
+// and reconciles nothing, and every further change is written and
+// reconciled exactly once.
 // faultyStore returns a store whose watches and lists fail at random
 // (seeded) while the returned flag is set; it starts set.
 func faultyStore(seed uint64) (*sourcetest.Store[string], *atomic.Bool) {
@@ -79,18 +85,21 @@ func TestChaos(t *testing.T) {
 	st, faulty := faultyStore(seed)
 
 	var (
-		wmu      sync.Mutex
-		writes   = map[string]int{}
-		noops    []string
-		fixtureF *fixture
+		wmu    sync.Mutex
+		writes = map[string]int{}
+		noops  []string
+		src    source.Source
+		rec    reconciler.Reconciler[*obj]
+		ops    = &countingOps{updates: map[string]int{}}
 	)
-	f, src := oneSource(t, st, func(cfg *source.Config[string, *obj]) {
+	f := newFixture(t, func(f *fixture, p source.Params) (err error) {
+		cfg := storeConfig("s", f.table, st)
 		cfg.BufferSize = 8
 		cfg.Resync = 20 * time.Millisecond
 		cfg.Pending = func(o *obj) *obj {
 			// Called for every row written, inside the write transaction:
 			// the last committed row must differ.
-			cur, _, found := fixtureF.table.Get(fixtureF.db.ReadTxn(), keyIndex.Query(o.Key))
+			cur, _, found := f.table.Get(f.db.ReadTxn(), keyIndex.Query(o.Key))
 			wmu.Lock()
 			writes[o.Key]++
 			if found && equal(cur, o) {
@@ -99,8 +108,29 @@ func TestChaos(t *testing.T) {
 			wmu.Unlock()
 			return pending(o)
 		}
+		if src, err = source.New(cfg, p); err != nil {
+			return err
+		}
+		rec, err = reconciler.New(reconciler.Config[*obj]{
+			Table:                      f.table,
+			GetObjectStatus:            func(o *obj) reconciler.Status { return o.Status },
+			SetObjectStatus:            func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
+			CloneObject:                func(o *obj) *obj { c := *o; return &c },
+			Operations:                 ops,
+			FullReconciliationInterval: reconciler.Off,
+			RefreshInterval:            reconciler.Off,
+		}, f.rp)
+		return err
 	})
-	fixtureF = f
+	f.start(time.Minute)
+	settle := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(f.ctx, 20*time.Second)
+		defer cancel()
+		if err := rec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	model, changes := randomChanges(f, st, seed)
 	faulty.Store(false)
@@ -116,6 +146,15 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	wmu.Unlock()
+	settle()
+	updates := ops.snapshot()
+	wmu.Lock()
+	for key, n := range updates {
+		if w := writes[key]; n > w {
+			t.Errorf("%s reconciled %d times, written %d times", key, n, w)
+		}
+	}
+	wmu.Unlock()
 
 	// Quiet: a resync writes nothing.
 	rev := f.table.Revision(f.db.ReadTxn())
@@ -124,6 +163,10 @@ func TestChaos(t *testing.T) {
 	waitStatus(t, src, "resync", func(s source.StatusSnapshot) bool { return s.Relists > before })
 	if got := f.table.Revision(f.db.ReadTxn()); got != rev {
 		t.Errorf("a resync of an unchanged store moved the table from revision %d to %d", rev, got)
+	}
+	settle()
+	if got := ops.snapshot(); !maps.Equal(got, updates) {
+		t.Errorf("a resync of an unchanged store caused reconciliations: %v, then %v", updates, got)
 	}
 
 	// Every change from now on is written exactly once.
@@ -138,6 +181,10 @@ func TestChaos(t *testing.T) {
 		st.Set(key, v)
 		model[key] = v
 		f.waitTable(key, func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), model) })
+		settle()
+		if got, want := ops.snapshot()[key], updates[key]+1; got != want {
+			t.Errorf("%s: one change reconciled %d times", key, got-updates[key])
+		}
 	}
 	wmu.Lock()
 	after := 0
@@ -189,4 +236,31 @@ func randomChanges(f *fixture, st *sourcetest.Store[string], seed uint64) (model
 		}
 	}
 	return model, changes
+}
+
+// countingOps is a target that does nothing and counts Updates per key.
+type countingOps struct {
+	mu      sync.Mutex
+	updates map[string]int
+}
+
+func (o *countingOps) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *obj) error {
+	o.mu.Lock()
+	o.updates[obj.Key]++
+	o.mu.Unlock()
+	return nil
+}
+
+func (o *countingOps) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *obj) error {
+	return nil
+}
+
+func (o *countingOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*obj, statedb.Revision]) error {
+	return nil
+}
+
+func (o *countingOps) snapshot() map[string]int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.updates)
 }

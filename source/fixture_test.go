@@ -55,6 +55,7 @@ type fixture struct {
 	hive   *hive.Hive
 	db     *statedb.DB
 	table  statedb.RWTable[*obj]
+	rp     reconciler.Params // for tests that add a reconciler
 	reg    *source.Registry
 	health *cell.SimpleHealth
 	ctx    context.Context
@@ -76,8 +77,8 @@ func newFixture(t testing.TB, add func(f *fixture, p source.Params) error) *fixt
 		),
 		cell.Module("test", "Test",
 			cell.Provide(job.Registry.NewGroup),
-			cell.Invoke(func(db *statedb.DB, p source.Params, reg *source.Registry, h *cell.SimpleHealth) (err error) {
-				f.db, f.reg, f.health = db, reg, h
+			cell.Invoke(func(db *statedb.DB, p source.Params, rp reconciler.Params, reg *source.Registry, h *cell.SimpleHealth) (err error) {
+				f.db, f.rp, f.reg, f.health = db, rp, reg, h
 				f.table, err = statedb.NewTable(db, "objects", keyIndex)
 				if err != nil {
 					return err
