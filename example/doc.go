@@ -35,6 +35,11 @@
 //     PUT and DELETE change the table and the desired-state file in one
 //     step; at start the file is loaded under a table initializer, so that
 //     nothing is pruned before the desired set is known.
+//   - manifests.go: a second writer, with --desired-dir: a directory of
+//     YAML or JSON manifests of files, fed into the same table by a
+//     source/dirsource source. Each writer owns its rows (File.Origin),
+//     so neither deletes nor overwrites the other's, and the table is
+//     initialized only when both have loaded.
 //   - api.go: the HTTP API: list, get, PUT and DELETE desired files.
 //   - server.go: the HTTP server: the API and the operator endpoints
 //     from internal/agentkit (shared with example/routes): /status (the
