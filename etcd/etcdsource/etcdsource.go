@@ -69,13 +69,15 @@ func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[KeyValue],
 		first = true
 	)
 	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(lw.pageSize), clientv3.WithSerializable()}
+		// The first page is a linearizable read: a serializable one
+		// could come from a lagging member, and a relist would then go
+		// back in time (resurrecting deleted keys until the watch caught
+		// up). The later pages read at the first page's revision.
+		// Ranges come in key order, which the source's inserts like.
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(lw.pageSize)}
 		if !first {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		// A serializable read of the first page could be served by a
-		// lagging member; the revision is what matters, and the watch
-		// from it catches up.
 		resp, err := lw.client.Get(ctx, from, opts...)
 		if err != nil {
 			return res, fmt.Errorf("etcd list %q: %w", lw.prefix, err)
