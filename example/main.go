@@ -56,7 +56,7 @@ var exampleCell = cell.Module(
 // newHive returns the application's hive, with extra cells added (the
 // test adds one that captures objects to drive it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), source.Cell, exampleCell)
+	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), source.Cell, source.PrometheusCell, exampleCell)
 	return agentkit.NewHive(append(cells, extra...)...)
 }
 

@@ -72,6 +72,8 @@ func TestManifestsAndAPI(t *testing.T) {
 	}
 	base := map[string]want{"a.txt": {"api", 0o644}, "b.txt": {"bee", 0o644}, "c.txt": {"sea", 0o600}}
 	expect("API and manifest files", base)
+	a.Expect(t, "GET", "/metrics", "", http.StatusOK,
+		`converge_source_relists_total{module_id="example",name="manifests",reason="initial"} 1`)
 
 	// Edit: rename into place.
 	putManifest(t, manifests, "m1.yaml", "name: b.txt\ncontent: bee2\n---\nname: c.txt\ncontent: sea\nmode: \"0600\"\n")

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -174,3 +175,12 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, lag, id.ModuleID, id.Name)
 	}
 }
+
+// PrometheusCell provides the Metrics that every source of the hive uses
+// when its Config.Metrics is nil: NewPrometheus on the hive's
+// *prometheus.Registry, which converge's metrics.Cell provides. It fails
+// the hive's construction when the registry already holds metrics of the
+// same names.
+var PrometheusCell = cell.Provide(func(reg *prometheus.Registry) (Metrics, error) {
+	return NewPrometheus(reg)
+})
