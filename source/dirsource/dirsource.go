@@ -79,13 +79,10 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 		if len(bytes.TrimSpace(f.Data)) == 0 {
 			// The state of a file that its writer truncated and has not
 			// written yet: keep what it had.
-			return nil, fmt.Errorf("%s: %w", name, ErrEmptyFile)
+			return nil, ErrEmptyFile
 		}
-		objs, err := decode(name, f.Data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		return objs, nil
+		// The error is reported on the item's key, the file name.
+		return decode(name, f.Data)
 	}
 	if sc.Resync == 0 {
 		sc.Resync = DefaultResync

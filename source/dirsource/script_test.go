@@ -37,7 +37,9 @@ func TestScript(t *testing.T) {
 				statedb.Cell, job.Cell, source.Cell,
 				cell.Provide(
 					cell.NewSimpleHealth,
-					func(h *cell.SimpleHealth) hive.ScriptCmdOut { return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h)) },
+					func(h *cell.SimpleHealth) hive.ScriptCmdOut {
+						return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h))
+					},
 				),
 				cell.Module("test", "Test",
 					cell.Provide(job.Registry.NewGroup),
