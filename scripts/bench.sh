@@ -19,13 +19,22 @@ cd "$(dirname "$0")/.."
 go run ./benchmarks "$@"
 
 only=""
+json=""
 prev=""
 for arg in "$@"; do
 	case "$prev" in -only | --only) only="$arg" ;; esac
-	case "$arg" in -only=* | --only=*) only="${arg#*=}" ;; esac
+	case "$arg" in
+	-only=* | --only=*) only="${arg#*=}" ;;
+	-json | --json | -json=true | --json=true) json=1 ;;
+	esac
 	prev="$arg"
 done
 if [ -z "$only" ] || [[ "etcd" =~ $only ]]; then
 	echo "== etcd source (etcd/etcdsource, Go benchmarks)" >&2
-	(cd etcd && go test -run '^$' -bench . -benchtime 1x ./etcdsource/)
+	if [ -n "$json" ]; then
+		# Keep stdout JSON lines only.
+		(cd etcd && go test -run '^$' -bench . -benchtime 1x ./etcdsource/) >&2
+	else
+		(cd etcd && go test -run '^$' -bench . -benchtime 1x ./etcdsource/)
+	fi
 fi
