@@ -117,6 +117,9 @@ func (d *desiredState) Put(spec FileSpec) (f *File, created bool, err error) {
 	wtxn := d.db.WriteTxn(d.files)
 	defer wtxn.Abort()
 	old, _, found := d.files.Get(wtxn, nameIndex.Query(spec.Name))
+	if found && old.Origin != "" {
+		return nil, false, fmt.Errorf("%w: %q comes from %s", errNotAPIFile, spec.Name, old.Origin)
+	}
 	if found && old.FileSpec == spec && old.Status.Kind != reconciler.StatusKindError {
 		return old, false, nil
 	}
@@ -141,6 +144,9 @@ func (d *desiredState) Delete(name string) (found bool, err error) {
 	if !found {
 		return false, nil
 	}
+	if old.Origin != "" {
+		return true, fmt.Errorf("%w: %q comes from %s", errNotAPIFile, name, old.Origin)
+	}
 	if _, _, err := d.files.Delete(wtxn, old); err != nil {
 		return false, err
 	}
@@ -156,7 +162,9 @@ func (d *desiredState) Delete(name string) (found bool, err error) {
 func (d *desiredState) save(txn statedb.ReadTxn) error {
 	specs := []FileSpec{}
 	for f := range d.files.All(txn) {
-		specs = append(specs, f.FileSpec)
+		if f.Origin == "" { // the manifests are saved where they come from
+			specs = append(specs, f.FileSpec)
+		}
 	}
 	data, err := json.MarshalIndent(desiredFile{StateDir: d.abs, Files: specs}, "", "  ")
 	if err != nil {

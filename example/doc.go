@@ -31,11 +31,16 @@
 //     Prune removes files that nobody asked for.
 //   - reconcile.go: the reconciler.Config, and how full reconciliation and
 //     refresh together repair changes made behind the program's back.
-//   - desired.go: the only writer of the table besides the reconciler.
+//   - desired.go: the API's writer of the table.
 //     PUT and DELETE change the table and the desired-state file in one
 //     step; at start the file is loaded under a table initializer, so that
 //     nothing is pruned before the desired set is known. statedir.go ties
 //     the file to its state directory (see Safety).
+//   - manifests.go: a second writer, with --desired-dir: a directory of
+//     YAML or JSON manifests of files, fed into the same table by a
+//     source/dirsource source. Each writer owns its rows (File.Origin),
+//     so neither deletes nor overwrites the other's, and the table is
+//     initialized only when both have loaded.
 //   - api.go: the HTTP API: list, get, PUT and DELETE desired files.
 //   - server.go: the HTTP server: the API and the operator endpoints
 //     from internal/agentkit (shared with example/routes): /status (the

@@ -35,6 +35,9 @@ type FileSpec struct {
 // clone (Clone) and insert that.
 type File struct {
 	FileSpec
+	// Origin is who desires the file: "" for the HTTP API, "manifests"
+	// for the --desired-dir source. Each writes and deletes only its own.
+	Origin string            `json:"origin,omitempty"`
 	Status reconciler.Status `json:"status"`
 }
 
