@@ -88,9 +88,6 @@ type readyEntry[Obj any] struct {
 	gen uint32
 }
 
-// settled reports whether nothing is outstanding for the request.
-func (r *request[Obj]) settled() bool { return r.state == stHeld || r.state == stGone }
-
 // work is the outstanding-work structure.
 type work[Obj any] struct {
 	byKey map[string]*request[Obj]
@@ -396,95 +393,4 @@ func (w *work[Obj]) nextDue() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return w.byDue.items[0].due, true
-}
-
-// progress derives the waits' watermarks: every change up to reconciled
-// has been attempted, and retryLow is the lowest revision of a change not
-// settled yet (reconciled+1 when none). readTo is the last revision read
-// from the change iterator.
-func (w *work[Obj]) progress(readTo statedb.Revision) (reconciled, retryLow statedb.Revision) {
-	reconciled, retryLow = readTo, ^statedb.Revision(0)
-	for _, r := range w.active {
-		if !r.tried {
-			reconciled = min(reconciled, r.askedAt-1)
-		}
-		retryLow = min(retryLow, r.askedAt)
-	}
-	if len(w.byAsk.items) > 0 {
-		retryLow = min(retryLow, w.byAsk.items[0].askedAt)
-	}
-	return reconciled, min(retryLow, reconciled+1)
-}
-
-// oldestPicked is when the longest-waiting active request was queued.
-func (w *work[Obj]) oldestPicked(now time.Time) time.Time {
-	oldest := now
-	for _, r := range w.active {
-		if r.pickedAt.Before(oldest) {
-			oldest = r.pickedAt
-		}
-	}
-	return oldest
-}
-
-// reqHeap is a binary min-heap that records each request's position, so
-// any request can be removed in O(log n).
-type reqHeap[Obj any] struct {
-	items []*request[Obj]
-	less  func(a, b *request[Obj]) bool
-	idx   func(*request[Obj]) *int
-}
-
-func (h *reqHeap[Obj]) push(r *request[Obj]) {
-	h.items = append(h.items, r)
-	*h.idx(r) = len(h.items) - 1
-	h.up(len(h.items) - 1)
-}
-
-func (h *reqHeap[Obj]) remove(i int) {
-	last := len(h.items) - 1
-	if i != last {
-		h.swap(i, last)
-	}
-	h.items[last] = nil
-	h.items = h.items[:last]
-	if i < last && !h.down(i) {
-		h.up(i)
-	}
-}
-
-func (h *reqHeap[Obj]) swap(i, j int) {
-	h.items[i], h.items[j] = h.items[j], h.items[i]
-	*h.idx(h.items[i]) = i
-	*h.idx(h.items[j]) = j
-}
-
-func (h *reqHeap[Obj]) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !h.less(h.items[i], h.items[parent]) {
-			return
-		}
-		h.swap(i, parent)
-		i = parent
-	}
-}
-
-// down sifts i down and reports whether it moved.
-func (h *reqHeap[Obj]) down(i int) bool {
-	start := i
-	n := len(h.items)
-	for {
-		smallest := i
-		for _, c := range [2]int{2*i + 1, 2*i + 2} {
-			if c < n && h.less(h.items[c], h.items[smallest]) {
-				smallest = c
-			}
-		}
-		if smallest == i {
-			return i != start
-		}
-		h.swap(i, smallest)
-		i = smallest
-	}
 }
