@@ -41,6 +41,11 @@ const (
 	// with bursts of 100, so a refresh never floods the target.
 	DefaultRefreshInterval = 30 * time.Minute
 	DefaultRefreshRate     = 100
+
+	// Two seconds covers a program that fills its table right after
+	// start, and costs a program whose desired set is truly empty no more
+	// than that before its first prune.
+	DefaultInitialPruneDelay = 2 * time.Second
 )
 
 // Upper bounds of the sizing fields. Beyond them a reconciler does not get
@@ -59,9 +64,10 @@ const (
 )
 
 // Config describes one reconciler. Table, GetObjectStatus, SetObjectStatus,
-// CloneObject and Operations are required; for every other field the zero
-// value means the documented default. New rejects a bad Config with an error
-// that wraps ErrInvalidConfig and names the field.
+// CloneObject and exactly one of Operations or SyncOperations are
+// required; for every other field the zero value means the documented
+// default. New rejects a bad Config with an error that wraps
+// ErrInvalidConfig and names the field.
 type Config[Obj any] struct {
 	// Table holds the desired objects. Required.
 	Table statedb.RWTable[Obj]
@@ -97,7 +103,8 @@ type Config[Obj any] struct {
 	// With them, Concurrency, RoundRateLimiter, RefreshInterval and
 	// RefreshRateLimiter do not apply (one Sync runs at a time, SyncDebounce
 	// paces them, and every Sync repairs drift) and must be left zero;
-	// RoundSize bounds the status writes per write transaction.
+	// RoundSize bounds the status writes per write transaction. Exactly
+	// one of Operations and SyncOperations is required.
 	SyncOperations SyncOperations[Obj]
 
 	// SyncDebounce says when a Sync runs after changes. Default: a trailing
@@ -168,11 +175,21 @@ type Config[Obj any] struct {
 	// (TriggerFullReconciliation still works). Default 1h.
 	FullReconciliationInterval time.Duration
 
-	// RefreshInterval is how long an object stays Done before a full
-	// reconciliation marks it Refreshing so Update repairs any drift. Off
-	// turns refreshing off; time.Nanosecond refreshes every object at every
-	// full reconciliation. Default 30m.
+	// RefreshInterval is how long an object stays Done (or given up on in
+	// Error: Permanent, MaxRetries) before a full reconciliation marks it
+	// Refreshing so Update repairs any drift, or tries a given-up object
+	// again. Off turns refreshing off; time.Nanosecond refreshes every
+	// object at every full reconciliation. Default 30m.
 	RefreshInterval time.Duration
+
+	// InitialPruneDelay is how long the first Prune (or Sync) waits for a
+	// first write to a table that had no pending initializer when the
+	// reconciler started: such a table counts as initialized at once,
+	// though its desired set may still be to come, and pruning against
+	// it would remove real state. Register an initializer instead (see
+	// the package doc); Off prunes at once. Default 2s
+	// (DefaultInitialPruneDelay).
+	InitialPruneDelay time.Duration
 
 	// RefreshRateLimiter limits how fast objects are marked Refreshing.
 	// Default: 100 a second, burst 100 (DefaultRefreshRate).
@@ -220,6 +237,9 @@ func (cfg Config[Obj]) withDefaults() Config[Obj] {
 	}
 	if cfg.OperationTimeout == Off {
 		cfg.OperationTimeout = 0
+	}
+	if cfg.InitialPruneDelay == 0 {
+		cfg.InitialPruneDelay = DefaultInitialPruneDelay
 	}
 	return cfg
 }
@@ -289,6 +309,16 @@ func (cfg Config[Obj]) validate() error {
 		return bad("Config.OperationTimeout must be positive or Off, got %s", cfg.OperationTimeout)
 	case !validName(cfg.Name):
 		return bad("Config.Name %q may hold only letters, digits, '-', '_' and '.', at most 64 of them", cfg.Name)
+	case cfg.MaxRetries < 0:
+		return bad("Config.MaxRetries must not be negative, got %d", cfg.MaxRetries)
+	}
+	return cfg.validateDurations(bad)
+}
+
+// validateDurations checks the durations of a Config that has been through
+// withDefaults.
+func (cfg Config[Obj]) validateDurations(bad func(format string, args ...any) error) error {
+	switch {
 	case cfg.RetryBackoffMin < 0:
 		return bad("Config.RetryBackoffMin must not be negative, got %s", cfg.RetryBackoffMin)
 	case cfg.RetryBackoffMax < 0:
@@ -296,10 +326,10 @@ func (cfg Config[Obj]) validate() error {
 	case cfg.RetryBackoffMax < cfg.RetryBackoffMin:
 		return bad("Config.RetryBackoffMax (%s) must not be below Config.RetryBackoffMin (%s)",
 			cfg.RetryBackoffMax, cfg.RetryBackoffMin)
-	case cfg.MaxRetries < 0:
-		return bad("Config.MaxRetries must not be negative, got %d", cfg.MaxRetries)
 	case cfg.FullReconciliationInterval < 0 && cfg.FullReconciliationInterval != Off:
 		return bad("Config.FullReconciliationInterval must be positive or Off, got %s", cfg.FullReconciliationInterval)
+	case cfg.InitialPruneDelay < 0 && cfg.InitialPruneDelay != Off:
+		return bad("Config.InitialPruneDelay must be positive or Off, got %s", cfg.InitialPruneDelay)
 	case cfg.RefreshInterval < 0 && cfg.RefreshInterval != Off:
 		return bad("Config.RefreshInterval must be positive or Off, got %s", cfg.RefreshInterval)
 	}

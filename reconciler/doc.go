@@ -30,6 +30,12 @@
 // table is initialized, every Config.FullReconciliationInterval, and on
 // TriggerFullReconciliation.
 //
+// Register an initializer on the table (Table.RegisterInitializer) and
+// mark it done once the desired set is complete: until then nothing is
+// pruned. A table on which no initializer was ever registered counts as
+// initialized at once; for it, the first prune waits for the first write
+// to the table, and a warning names RegisterInitializer.
+//
 // # Who owns what
 //
 // One goroutine, the loop, owns all of a reconciler's state: the

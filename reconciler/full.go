@@ -20,9 +20,6 @@ type fullState[Obj any] struct {
 	// prune waits for them rather than run beside them, and the other
 	// objects keep flowing meanwhile.
 	postponed bool
-	// warned is set once the wait for a first write (feed.noInitializer)
-	// has been logged.
-	warned bool
 	// touched holds the keys whose Update started while an abandoned
 	// prune still ran: its snapshot predates them, so it may remove what
 	// they applied. They are refreshed once it returns.
@@ -40,7 +37,7 @@ func (f *fullState[Obj]) draining() bool { return f.pruning || f.since != (time.
 // initialized (pruning a half-filled table would delete real state) and
 // no Update or Delete is running.
 func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers) {
-	if !l.full.wanted || l.suspended() || l.full.pruning || l.full.running || !l.pruneAllowed() {
+	if !l.full.wanted || l.suspended() || l.full.pruning || l.full.running || !l.pruneAllowed(ts) {
 		return
 	}
 	if l.full.since.IsZero() {
@@ -70,27 +67,13 @@ func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers)
 }
 
 // pruneAllowed reports whether the desired set is complete enough to
-// prune against: the table is initialized and, when nobody registered an
-// initializer on it, it has been written to at least once. A program that
-// inserts its desired objects only after start, without an initializer,
-// would otherwise have its target wiped by the first prune.
-func (l *loop[Obj]) pruneAllowed() bool {
-	if !l.initialized {
-		return false
+// prune against (feed.desiredComplete).
+func (l *loop[Obj]) pruneAllowed(ts *loopTimers) bool {
+	ok, wait := l.desiredComplete(l.db, l.cfg.Table, l.cfg.InitialPruneDelay, l.log)
+	if wait > 0 {
+		ts.full.arm(wait)
 	}
-	if !l.noInitializer {
-		return true
-	}
-	if l.cfg.Table.Revision(l.db.ReadTxn()) > 0 {
-		l.noInitializer = false
-		return true
-	}
-	if !l.full.warned {
-		l.full.warned = true
-		l.log.Warn("Prune waits for the first write to the table: it has no initializer. " +
-			"Register one with RegisterInitializer and mark it done once the desired set is complete.")
-	}
-	return false
+	return ok
 }
 
 // overdueRunning counts the operations still executing whose results were

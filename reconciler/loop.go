@@ -77,7 +77,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *loop[Obj]) run(ctx context.Context) error {
-	if err := l.feed.open(l.db, l.cfg.Table); err != nil {
+	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
 		return err
 	}
 	timers := newLoopTimers()

@@ -42,6 +42,11 @@ type reconciler[Obj comparable] struct {
 
 	// realized holds the latest realization latencies, for Status().
 	realized realizationWindow
+
+	// initializerAtNew is set when the table had a pending initializer
+	// when New ran: one that completes before the loop starts leaves no
+	// trace the loop could see (feed.noInitializer).
+	initializerAtNew bool
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
@@ -89,6 +94,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 	}
 	r.paused.Store(cfg.StartSuspended)
+	r.initializerAtNew = len(cfg.Table.PendingInitializers(p.DB.ReadTxn())) > 0
 	if p.Registry != nil {
 		if err := p.Registry.add(id, r, accessorOf(id.DisplayName(), cfg)); err != nil {
 			return nil, err

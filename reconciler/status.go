@@ -33,7 +33,8 @@ const (
 	StatusKindDone
 
 	// StatusKindError means the last Update failed; Status.Error says why
-	// and a retry is scheduled unless the error was permanent.
+	// and a retry is scheduled unless the object was given up on (the
+	// error was Permanent, or MaxRetries is spent).
 	StatusKindError
 
 	// statusKindCount is the number of valid kinds; every kind at or past

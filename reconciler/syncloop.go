@@ -68,6 +68,11 @@ type syncLoop[Obj comparable] struct {
 
 	backoff backoff
 	status  healthState
+	// failLog logs failed Syncs as the per-object loop logs failed
+	// objects: a new error at once, the same one at most once a minute.
+	failLog   failureLog
+	loggedErr string
+	loggedAt  time.Time
 
 	// pending are the changes waiting for a Sync, by key. firstChange and
 	// lastChange are when the first and the latest new request among them
@@ -119,6 +124,7 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLo
 		health:     health,
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		status:     newHealthState(),
+		failLog:    newFailureLog(r.log),
 		pending:    map[string]*syncEntry[Obj]{},
 		done:       make(chan *syncRun[Obj], 1),
 		overdue:    make(chan struct{}, 1),
@@ -146,7 +152,7 @@ func (s *syncLoop[Obj]) run(ctx context.Context) error {
 
 // start opens the change iterator.
 func (s *syncLoop[Obj]) start() error {
-	return s.feed.open(s.db, s.cfg.Table)
+	return s.feed.open(s.db, s.cfg.Table, s.initializerAtNew)
 }
 
 // stop waits for a running Sync, which sees a cancelled context; its
@@ -338,7 +344,13 @@ func (e *syncEntry[Obj]) isUntried() bool {
 
 // nextSync is when the next Sync may start, if one is wanted.
 func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
-	if !s.initialized || s.running != nil || s.suspended() {
+	if s.running != nil || s.suspended() {
+		return time.Time{}, false
+	}
+	if ok, wait := s.desiredComplete(s.db, s.cfg.Table, s.cfg.InitialPruneDelay, s.log); !ok {
+		if wait > 0 {
+			return now.Add(wait), true
+		}
 		return time.Time{}, false
 	}
 	if s.fullWanted {

@@ -108,7 +108,7 @@ func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([
 	if !giveUp {
 		s.retryNoLaterThan(now.Add(s.delay(whole, s.failures)))
 	}
-	s.log.Warn("Sync failed", "error", err, "failures", s.failures, "retry-at", s.retryAt)
+	s.failLog.write(&s.loggedErr, &s.loggedAt, "", OpSync, err.Error(), s.failures, now)
 	return writes, n
 }
 
