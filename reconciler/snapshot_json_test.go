@@ -29,4 +29,11 @@ func TestSnapshotJSONDurations(t *testing.T) {
 	if strings.Contains(string(out), "26941504") {
 		t.Errorf("a duration is still a bare integer:\n%s", out)
 	}
+	var back StatusSnapshot
+	if err := json.Unmarshal(out, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.OldestWaiting != s.OldestWaiting || back.LastRound != s.LastRound || back.LastFull != s.LastFull || back.Realization != s.Realization {
+		t.Errorf("round trip: %+v, want %+v", back, s)
+	}
 }
