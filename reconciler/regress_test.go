@@ -414,3 +414,76 @@ func TestRegressSharedStatusRefused(t *testing.T) {
 	mustNew(t, f, statusSetConfig(f, "c", ops, reconciler.Config[*testObject]{}))
 	mustNew(t, f, statusSetConfig(f, "d", ops, reconciler.Config[*testObject]{}))
 }
+
+// funcSync is a whole-set target that runs a function per Sync, told how
+// many Syncs came before.
+type funcSync struct {
+	mu   sync.Mutex
+	n    int
+	sync func(n int) error
+}
+
+func (s *funcSync) Sync(context.Context, statedb.ReadTxn, iter.Seq2[*testObject, statedb.Revision], iter.Seq[reconciler.Change[*testObject]]) error {
+	s.mu.Lock()
+	n := s.n
+	s.n++
+	s.mu.Unlock()
+	return s.sync(n)
+}
+
+// Finding 2: a whole-set reconciler's retry Sync that succeeds while a
+// per-object reconciler writes its Done on the same StatusSet object must
+// still mark the object Done.
+func TestRegressStatusSetSyncRetryLands(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	retrying, release, aGo := make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+	bOps := &funcSync{sync: func(n int) error {
+		switch n {
+		case 0:
+			return nil // the first Sync, of the empty table
+		case 1:
+			return errors.New("first Sync with the object fails")
+		case 2:
+			signal(retrying)
+			<-release
+		}
+		return nil
+	}}
+	bCfg := statusSetConfig(f, "b", nil, reconciler.Config[*testObject]{
+		RetryBackoffMin: time.Millisecond, RetryBackoffMax: time.Millisecond,
+		SyncDebounce: reconciler.Trailing(time.Millisecond, time.Millisecond)})
+	bCfg.Operations, bCfg.SyncOperations = nil, bOps
+	b := mustNew(t, f, bCfg)
+	aOps := newScriptedOps(func(context.Context, string, int, *testObject) error {
+		<-aGo
+		return nil
+	})
+	a := mustNew(t, f, statusSetConfig(f, "a", aOps, reconciler.Config[*testObject]{}))
+	f.markInit()
+	f.waitFor(ctx, t, "the first Sync, of the empty table", func() bool {
+		bOps.mu.Lock()
+		defer bOps.mu.Unlock()
+		return bOps.n > 0
+	})
+	f.insert(t, &testObject{ID: "x", Value: "1", Statuses: reconciler.NewStatusSet()})
+	select { // b's retry Sync runs: now a commits its Done
+	case <-retrying:
+	case <-ctx.Done():
+		t.Fatal("no retry Sync")
+	}
+	close(aGo)
+	if err := a.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := b.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+	x := f.get("x")
+	if got := x.Statuses.Get("b").Kind; got != reconciler.StatusKindDone {
+		t.Errorf("b is %s after its retry Sync succeeded, want Done (%s)", got, x.Statuses)
+	}
+	if got := x.Statuses.Get("a").Kind; got != reconciler.StatusKindDone {
+		t.Errorf("a is %s, want Done", got)
+	}
+}
