@@ -85,5 +85,20 @@ fi
 PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
 # --- end nftables -------------------------------------------------------------
 
+# --- etcd module: leader-only and sharded replicas ---------------------------
+# (owned by etcd/leader and etcd/shard; keep this block self-contained)
+# etcd/ is a nested module (its own go.mod), so ./... above does not reach
+# it. Its tests run real etcd servers embedded in the test process
+# (etcd/internal/etcdcluster, go.etcd.io/etcd/server/v3/embed on 127.0.0.1),
+# so they need nothing installed.
+echo "== etcd module: vet, staticcheck, test"
+(
+	cd etcd
+	go vet ./...
+	staticcheck ./...
+	go test -race -count=1 -timeout 10m ./...
+)
+# --- end etcd module ----------------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
