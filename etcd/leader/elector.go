@@ -152,7 +152,7 @@ func (e *Elector) lead(ctx context.Context, s *lease.Session, tok fencing.Token)
 	defer wcancel()
 	// Watch from the key's creation on, so that a delete that already
 	// happened is seen too.
-	wch := e.cfg.Client.Watch(clientv3.WithRequireLeader(wctx), tok.Key, clientv3.WithRev(tok.Revision+1))
+	wch := e.cfg.Client.Watch(wctx, tok.Key, clientv3.WithRev(tok.Revision+1))
 
 	e.startTerm(ownership.NewClaim(tok))
 	e.log.Info("leading", "token", tok)
