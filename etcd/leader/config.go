@@ -20,8 +20,9 @@ const (
 	// wait it: it is woken by the leader's key being deleted.
 	DefaultRetryInterval = time.Second
 
-	// DefaultResignTimeout bounds the resign at a clean stop. If etcd cannot
-	// be reached in that time the lease expires on its own.
+	// DefaultResignTimeout bounds each of the two steps of a clean stop:
+	// the wait for operations in flight, then the resign. If etcd cannot be
+	// reached in that time the lease expires on its own.
 	DefaultResignTimeout = 2 * time.Second
 )
 
@@ -52,7 +53,8 @@ type Config struct {
 	// Default DefaultRetryInterval.
 	RetryInterval time.Duration
 
-	// ResignTimeout bounds the resign at a clean stop. Default
+	// ResignTimeout bounds, at a clean stop, the wait for operations in
+	// flight (then they are cancelled) and then the resign. Default
 	// DefaultResignTimeout.
 	ResignTimeout time.Duration
 }

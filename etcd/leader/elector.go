@@ -179,7 +179,19 @@ func (e *Elector) lead(ctx context.Context, s *lease.Session, tok fencing.Token)
 			}
 		}
 	}
-	e.endTerm(cause)
+	if errors.Is(cause, ErrStopped) {
+		e.drainTerm(s)
+	}
+	if t := e.endTerm(cause); t != nil {
+		// Cancelled operations, too, end before the lease is revoked and
+		// a standby can start, unless the lease will have expired by then
+		// anyway.
+		until := time.Now().Add(e.cfg.ResignTimeout)
+		if !errors.Is(cause, ErrStopped) {
+			until = s.Deadline().Add(e.cfg.SafetyMargin)
+		}
+		e.waitDrained(t, until)
+	}
 	e.log.Info("no longer leading", "token", tok, "cause", cause)
 	if errors.Is(cause, ErrStopped) {
 		return nil
@@ -199,15 +211,42 @@ func (e *Elector) startTerm(t *ownership.Claim) {
 	e.changed.Notify()
 }
 
+// drainTerm, at a clean stop, suspends the governed reconcilers and stops
+// new operations, then waits until those in flight have been released,
+// ResignTimeout has passed, or the lease is in doubt: a standby starts only
+// once the old leader's operations have ended.
+func (e *Elector) drainTerm(s *lease.Session) {
+	e.mu.Lock()
+	t := e.term
+	for _, g := range e.governed {
+		g.Suspend()
+	}
+	if t != nil {
+		t.Drain()
+		e.changed.Notify()
+	}
+	e.mu.Unlock()
+	if t == nil {
+		return
+	}
+	timer := time.NewTimer(e.cfg.ResignTimeout)
+	defer timer.Stop()
+	select {
+	case <-t.Drain():
+	case <-timer.C:
+	case <-s.Lost():
+	}
+}
+
 // endTerm ends the current term: from here on nothing is acquired, every
 // operation context of the term is cancelled with cause, and the governed
 // reconcilers are suspended.
-func (e *Elector) endTerm(cause error) {
+func (e *Elector) endTerm(cause error) *ownership.Claim {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	t := e.term
 	if t == nil {
-		return
+		return nil
 	}
 	e.term = nil
 	t.End(cause)
@@ -215,4 +254,16 @@ func (e *Elector) endTerm(cause error) {
 		g.Suspend()
 	}
 	e.changed.Notify()
+	return t
+}
+
+// waitDrained waits until every operation of the ended term t has been
+// released, or until passes.
+func (e *Elector) waitDrained(t *ownership.Claim, until time.Time) {
+	timer := time.NewTimer(time.Until(until))
+	defer timer.Stop()
+	select {
+	case <-t.Drain():
+	case <-timer.C:
+	}
 }

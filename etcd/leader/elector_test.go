@@ -15,10 +15,12 @@ import (
 	"github.com/converge-go/converge/etcd/internal/lease"
 )
 
-// A clean stop resigns: the standby leads long before the old leader's
-// lease (10 s) could have expired, and the old term's token is refused by
-// the target from then on.
-func TestResignHandsOverBeforeTTL(t *testing.T) {
+// A clean stop drains, then resigns: the stopping leader starts nothing
+// new, its operation in flight keeps its context until it ends, the standby
+// does not lead before that, and then leads long before the old leader's
+// lease (10 s) could have expired; the old term's token is refused from
+// then on.
+func TestCleanStopDrainsThenHandsOverBeforeTTL(t *testing.T) {
 	c := etcdcluster.Start(t, 1)
 	cli := c.Client(t)
 	a, stopA := startElector(t, cli, "a", 10*time.Second)
@@ -33,13 +35,24 @@ func TestResignHandsOverBeforeTTL(t *testing.T) {
 	if !ok {
 		t.Fatal("leader could not Acquire")
 	}
-	defer release()
 
-	stopped := time.Now()
-	stopFirst()
-	if err := context.Cause(opCtx); !errors.Is(err, ErrStopped) {
-		t.Fatalf("in-flight op context after stop: cause %v, want ErrStopped", err)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		stopFirst()
+	}()
+	waitFor(t, first, func() bool { return !first.Owns(nil) })
+	if _, _, ok := first.Acquire(context.Background(), nil); ok {
+		t.Fatal("a stopping leader started an operation")
 	}
+	if opCtx.Err() != nil {
+		t.Fatalf("in-flight operation cancelled during a clean stop's drain: %v", context.Cause(opCtx))
+	}
+	if second.Leading() {
+		t.Fatal("standby leads while the old leader's operation is in flight")
+	}
+	release()
+	<-stopped
 	// Bounded by half the TTL: a takeover by lease expiry could not
 	// happen that early.
 	ch := second.Changed()
@@ -47,16 +60,12 @@ func TestResignHandsOverBeforeTTL(t *testing.T) {
 		select {
 		case <-ch:
 		case <-time.After(5 * time.Second):
-			t.Fatalf("standby not leading %v after a clean stop (TTL 10s)", time.Since(stopped))
+			t.Fatal("standby not leading 5s after a clean stop (TTL 10s)")
 		}
 	}
-	if !second.Leading() {
-		t.Fatal("standby's Changed fired but it is not leading")
+	if !second.Leading() || first.Leading() {
+		t.Fatalf("after the handover: first leading %v, second leading %v", first.Leading(), second.Leading())
 	}
-	if first.Leading() {
-		t.Fatal("stopped elector still leading")
-	}
-	// The old token no longer fences anything.
 	err := fencing.Do(fencing.WithToken(context.Background(), tok), cli, clientv3.OpPut("/target/x", "old"))
 	if !errors.Is(err, fencing.ErrStale) {
 		t.Fatalf("write with the resigned term's token: %v, want ErrStale", err)
@@ -64,6 +73,20 @@ func TestResignHandsOverBeforeTTL(t *testing.T) {
 	tok2, _ := second.Token()
 	if tok2.Revision <= tok.Revision {
 		t.Fatalf("new term's revision %d not above the old one's %d", tok2.Revision, tok.Revision)
+	}
+}
+
+// An operation that does not end within ResignTimeout of a clean stop is
+// cancelled with ErrStopped.
+func TestCleanStopCancelsAfterResignTimeout(t *testing.T) {
+	c := etcdcluster.Start(t, 1)
+	a, stop := startElector(t, c.Client(t), "a", 2*time.Second, func(cfg *Config) { cfg.ResignTimeout = 200 * time.Millisecond })
+	waitLeading(t, a, true)
+	opCtx, release, _ := a.Acquire(context.Background(), nil)
+	defer release()
+	stop()
+	if err := context.Cause(opCtx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("hung operation after a clean stop: %v, want ErrStopped", err)
 	}
 }
 
@@ -88,7 +111,6 @@ func TestPartitionedLeaderStepsDownBeforeExpiry(t *testing.T) {
 	if !ok {
 		t.Fatal("leader could not Acquire")
 	}
-	defer release()
 
 	proxy.Cut()
 	waitLeading(t, a, false)
@@ -98,6 +120,7 @@ func TestPartitionedLeaderStepsDownBeforeExpiry(t *testing.T) {
 	if err := context.Cause(opCtx); !errors.Is(err, ErrLeaseInDoubt) {
 		t.Fatalf("in-flight op after partition: cause %v, want ErrLeaseInDoubt", err)
 	}
+	release() // the cancelled operation ends
 	if _, _, ok := a.Acquire(context.Background(), nil); ok {
 		t.Fatal("Acquire succeeded after the term ended")
 	}
@@ -170,7 +193,6 @@ func TestRevokedLeaseEndsTermAndCampaignsAgain(t *testing.T) {
 	waitLeading(t, a, true)
 	tok, _ := a.Token()
 	opCtx, release, _ := a.Acquire(context.Background(), nil)
-	defer release()
 	if _, err := cli.Revoke(context.Background(), tok.Lease); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +204,7 @@ func TestRevokedLeaseEndsTermAndCampaignsAgain(t *testing.T) {
 	if err := context.Cause(opCtx); !errors.Is(err, ErrLeadershipLost) && !errors.Is(err, ErrLeaseInDoubt) {
 		t.Fatalf("cause %v, want ErrLeadershipLost or ErrLeaseInDoubt", err)
 	}
+	release() // the cancelled operation ends
 	deadline := time.After(within)
 	for {
 		ch := a.Changed()

@@ -16,9 +16,13 @@ const within = 20 * time.Second
 
 // startElector runs an elector until the test ends or stop is called; stop
 // waits for Run to return.
-func startElector(t *testing.T, cli *clientv3.Client, name string, ttl time.Duration) (e *Elector, stop func()) {
+func startElector(t *testing.T, cli *clientv3.Client, name string, ttl time.Duration, tune ...func(*Config)) (e *Elector, stop func()) {
 	t.Helper()
-	e, err := New(Config{Client: cli, Prefix: "/test/leader", Name: name, TTL: ttl, RetryInterval: 100 * time.Millisecond}, nil)
+	cfg := Config{Client: cli, Prefix: "/test/leader", Name: name, TTL: ttl, RetryInterval: 100 * time.Millisecond}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	e, err := New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,23 @@ func waitLeading(t *testing.T, e *Elector, want bool) {
 		case <-ch:
 		case <-deadline:
 			t.Fatalf("%s: Leading() did not become %v within %v", e.cfg.Name, want, within)
+		}
+	}
+}
+
+// waitFor waits until cond holds, re-evaluating it on e's Changed.
+func waitFor(t *testing.T, e *Elector, cond func() bool) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		ch := e.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("%s: condition not met within %v", e.cfg.Name, within)
 		}
 	}
 }

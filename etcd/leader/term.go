@@ -48,8 +48,13 @@ func (e *Elector) Token() (fencing.Token, bool) {
 }
 
 // Owns implements Ownership: a leader owns every key and the whole set;
-// anyone else owns nothing. It takes a mutex and nothing else.
-func (e *Elector) Owns([]byte) bool { return e.Leading() }
+// anyone else, or a leader stopping, owns nothing. It takes a mutex and
+// nothing else.
+func (e *Elector) Owns([]byte) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term != nil && !e.term.Draining()
+}
 
 // Acquire implements Ownership. When leading, it returns a context derived
 // from ctx that carries the term's fencing token (fencing.FromContext) and

@@ -142,13 +142,53 @@ func (ss *session) drop(slot int, c *ownership.Claim, cause error) {
 	ss.m.changed.Notify()
 }
 
-// endAll ends every claim of the session with cause, cancelling every
-// operation in flight before it returns.
-func (ss *session) endAll(cause error) {
+// drainAll stops new operations on every held slot and waits until those
+// in flight have been released, DrainTimeout has passed, or the lease is in
+// doubt, whichever comes first.
+func (ss *session) drainAll() {
+	var drained []<-chan struct{}
 	for slot, c := range ss.held {
+		ss.m.claims[slot].Store(nil)
+		drained = append(drained, c.Drain())
+	}
+	ss.m.changed.Notify()
+	t := time.NewTimer(ss.m.cfg.DrainTimeout)
+	defer t.Stop()
+	for _, ch := range drained {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ss.s.Lost():
+			return
+		}
+	}
+}
+
+// endAll ends every claim of the session with cause, cancelling every
+// operation in flight before it returns. It returns channels that are
+// closed once those operations have been released.
+func (ss *session) endAll(cause error) []<-chan struct{} {
+	var drained []<-chan struct{}
+	for slot, c := range ss.held {
+		drained = append(drained, c.Drain())
 		ss.drop(slot, c, cause)
 	}
 	ss.m.changed.Notify()
+	return drained
+}
+
+// waitDrained waits until every channel is closed or until passes.
+func (ss *session) waitDrained(drained []<-chan struct{}, until time.Time) {
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	for _, ch := range drained {
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 func (ss *session) slotKey(slot int) string {

@@ -202,6 +202,7 @@ func TestPartitionedMemberDropsSlotsBeforeExpiry(t *testing.T) {
 	if err := context.Cause(opCtx); !errors.Is(err, ErrLeaseInDoubt) {
 		t.Fatalf("op context of the cut-off member: %v, want ErrLeaseInDoubt", err)
 	}
+	release() // the cancelled operation ends
 	// a stepped down before its claim expired at the server.
 	if resp, err := cli.Get(context.Background(), tok.Key); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("a's claim was gone before a dropped it: %v %v", resp, err)

@@ -93,9 +93,18 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 		ss.wg.Wait()
 		cause := err
 		if cause == nil {
+			// A clean stop hands over like a drain: nothing new starts,
+			// and what is in flight ends before the slots are released.
 			cause = ErrStopped
+			ss.drainAll()
 		}
-		ss.endAll(cause)
+		// Cancelled operations, too, end before the slots are released,
+		// unless the lease will have expired by then anyway.
+		until := time.Now().Add(m.cfg.DrainTimeout)
+		if cause != ErrStopped {
+			until = s.Deadline().Add(m.cfg.SafetyMargin)
+		}
+		ss.waitDrained(ss.endAll(cause), until)
 		// Revoking deletes the member key and every claim at once: a
 		// clean stop hands over without waiting for the TTL.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.ReleaseTimeout)

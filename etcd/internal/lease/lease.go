@@ -33,19 +33,26 @@ type Session struct {
 	deadline time.Time // in doubt from here on
 }
 
-// Start grants a lease of ttl (whole seconds) and keeps it alive. margin is
+// Start grants a lease of ttl (whole seconds) and keeps it alive until
+// Close, whatever happens to ctx (which bounds only the grant). margin is
 // subtracted from every renewal's expiry to cover the round trip and clock
-// rate error; it must be below ttl. The session ends when ctx does; Close
-// ends it earlier and revokes the lease.
+// rate error; it must be below ttl.
 func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration) (*Session, error) {
 	// The server can grant the lease no earlier than now, so it cannot
 	// expire before now + ttl.
 	start := time.Now()
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(int(ttl/time.Second)), concurrency.WithContext(ctx))
+	grant, err := cli.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
 	}
-	kctx, cancel := context.WithCancel(ctx)
+	// The keepalives must outlive ctx: a clean stop drains operations
+	// under the lease after ctx ended, and only Close ends the lease.
+	kctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s, err := concurrency.NewSession(cli, concurrency.WithLease(grant.ID), concurrency.WithContext(kctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	// A second listener on the same lease: the client multiplexes
 	// keepalives per lease, so this adds no traffic.
 	ka, err := cli.KeepAlive(kctx, s.Lease())
@@ -104,14 +111,14 @@ func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 	}
 }
 
-// Close ends the session: it stops watching, and revokes the lease (which
-// deletes every key attached to it) within at most ctx's deadline. When
-// etcd cannot be reached the lease expires on its own.
+// Close ends the session: it revokes the lease (which deletes every key
+// attached to it) within at most ctx's deadline, and stops the keepalives.
+// When etcd cannot be reached the lease expires on its own.
 func (s *Session) Close(ctx context.Context) {
-	s.cancel()
-	<-s.done
 	// Revoke with our own deadline: concurrency.Session.Close would wait
 	// up to a whole TTL.
 	_, _ = s.Client().Revoke(ctx, s.Lease())
+	s.cancel()
+	<-s.done
 	s.Orphan()
 }

@@ -122,6 +122,13 @@ func (c *Claim) Drain() <-chan struct{} {
 	return c.drained
 }
 
+// Draining reports whether Drain was called.
+func (c *Claim) Draining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.drained != nil
+}
+
 // InFlight returns the number of operations started and not yet released.
 func (c *Claim) InFlight() int {
 	c.mu.Lock()
