@@ -31,9 +31,11 @@
 // same transaction as the write:
 //
 //	BEGIN;
-//	-- takes the scope's row lock; no row means token 0
-//	UPDATE fence SET token = $1 WHERE scope = $2 AND token <= $1;
-//	-- 0 rows updated: a newer owner has written; ROLLBACK, report ErrStale
+//	-- takes the scope's row lock; refuses a token lower than the last one
+//	INSERT INTO fence (scope, token) VALUES ($2, $1)
+//	  ON CONFLICT (scope) DO UPDATE SET token = EXCLUDED.token
+//	  WHERE fence.token <= EXCLUDED.token;
+//	-- 0 rows affected: a newer owner has written; ROLLBACK, report ErrStale
 //	UPDATE instance_groups SET size = $3 WHERE name = $4;
 //	COMMIT;
 //
