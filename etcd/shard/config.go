@@ -30,6 +30,11 @@ const (
 	// least the reconcilers' OperationTimeout.
 	DefaultDrainTimeout = 30 * time.Second
 
+	// DefaultSummaryInterval is how often at most a replica republishes
+	// its summary when only its counts changed (a change of its slots is
+	// published at once): N replicas write at most N/10 times a second.
+	DefaultSummaryInterval = 10 * time.Second
+
 	// DefaultReleaseTimeout bounds the lease revocation at a clean stop.
 	DefaultReleaseTimeout = 2 * time.Second
 )
@@ -41,8 +46,8 @@ type Config struct {
 
 	// Prefix is the group's key prefix; every replica of the group uses the
 	// same one, for example "/fleet/shards". Required. Members register at
-	// Prefix/members/<Name>, claims live at Prefix/slots/<slot>, and the
-	// slot count at Prefix/slots.
+	// Prefix/members/<Name>, claims live at Prefix/slots/<slot>, the slot
+	// count at Prefix/slots and summaries at Prefix/summary/<Name>.
 	Prefix string
 
 	// Name identifies this replica among the group's members; it must be
@@ -71,6 +76,15 @@ type Config struct {
 	// ReleaseTimeout bounds the lease revocation at a clean stop. Default
 	// DefaultReleaseTimeout.
 	ReleaseTimeout time.Duration
+
+	// Report, if set, is called for the replica's Summary: the counts of
+	// the reconcilers that shard by this Manager. It must be cheap
+	// (reconciler.Reconciler.Status is) and must not block.
+	Report func() Report
+
+	// SummaryInterval: a summary whose counts changed is republished at
+	// most this often. Default DefaultSummaryInterval.
+	SummaryInterval time.Duration
 }
 
 func (cfg Config) withDefaults() Config {
@@ -91,6 +105,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.ReleaseTimeout == 0 {
 		cfg.ReleaseTimeout = DefaultReleaseTimeout
+	}
+	if cfg.SummaryInterval == 0 {
+		cfg.SummaryInterval = DefaultSummaryInterval
 	}
 	return cfg
 }
@@ -115,6 +132,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: DrainTimeout %v must be positive", ErrInvalidConfig, cfg.DrainTimeout)
 	case cfg.ReleaseTimeout < 0:
 		return fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, cfg.ReleaseTimeout)
+	case cfg.SummaryInterval <= 0:
+		return fmt.Errorf("%w: SummaryInterval %v must be positive", ErrInvalidConfig, cfg.SummaryInterval)
 	}
 	return nil
 }

@@ -42,6 +42,16 @@
 // covers every key. Owns(nil) is always false here; run them under package
 // leader instead.
 //
+// # The cluster-wide view
+//
+// Each replica publishes a Summary under its lease at Prefix/summary/<Name>:
+// the slots it owns and the counts Config.Report gives (the reconcilers'
+// Status of the owned keys). Slot changes are published at once, count
+// changes at most every SummaryInterval, so the write rate does not depend
+// on the number of objects. ReadView folds the summaries and the claims into
+// a View that says whether the whole desired set is Done; ViewHandler serves
+// it over HTTP (200 when done, 503 otherwise).
+//
 // # What is not guaranteed
 //
 // A replica paused past its lease may still run an operation it started

@@ -71,6 +71,7 @@ type session struct {
 	draining  map[int]bool
 	unrelease map[int]*ownership.Claim // ended, but deleting the key failed
 	retry     bool                     // a claim or release failed; try again
+	pub       publisher
 
 	drained chan drainDone
 	wg      sync.WaitGroup
@@ -87,6 +88,7 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 		members: map[string]bool{}, holders: map[int]holder{},
 		held: map[int]*ownership.Claim{}, draining: map[int]bool{},
 		unrelease: map[int]*ownership.Claim{}, drained: make(chan drainDone),
+		pub: publisher{interval: m.cfg.SummaryInterval},
 	}
 	defer func() {
 		cancel()
@@ -121,9 +123,13 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
 	retry := time.NewTicker(ss.m.cfg.RetryInterval)
 	defer retry.Stop()
+	summary := time.NewTicker(ss.m.cfg.SummaryInterval)
+	defer summary.Stop()
 	for {
 		ss.reconcile()
+		ss.publish()
 		select {
+		case <-summary.C:
 		case <-ss.s.Lost():
 			return ErrLeaseInDoubt
 		case <-ctx.Done():
