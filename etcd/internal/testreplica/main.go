@@ -1,0 +1,209 @@
+// Command testreplica is one replica of a sharded controller, for the
+// multi-process fault tests of package shard: it joins the group, and for
+// every key it owns runs one fenced operation against etcd as the target,
+// as a reconciler would for the keys it newly owns.
+//
+// The target records what the tests check:
+//   - Prefix/target/<key> = "<replica>@<slot token revision>": who last
+//     reconciled the key, under which claim;
+//   - Prefix/active/<key>, under the replica's lease, while an operation
+//     on the key runs: an operation that finds another one's marker
+//     records Prefix/overlap/<key>/<replica>;
+//   - Prefix/stale/<replica>-<n>: a write the fencing check refused.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/converge-go/converge/etcd/fencing"
+	"github.com/converge-go/converge/etcd/shard"
+)
+
+type replica struct {
+	cli    *clientv3.Client
+	m      *shard.Manager
+	name   string
+	prefix string
+	keys   int
+	opTime time.Duration
+	sem    chan struct{}
+	stale  int
+
+	mu   sync.Mutex
+	done map[string]int64 // key -> token revision it was reconciled under
+	busy map[string]bool
+}
+
+func main() {
+	var (
+		endpoints = flag.String("endpoints", "", "etcd client URLs, comma-separated")
+		name      = flag.String("name", "", "replica name")
+		prefix    = flag.String("prefix", "/fleet", "key prefix")
+		keys      = flag.Int("keys", 64, "number of keys")
+		slots     = flag.Int("slots", 32, "number of slots")
+		ttl       = flag.Duration("ttl", 3*time.Second, "lease TTL")
+		opTime    = flag.Duration("op", 10*time.Millisecond, "time one operation takes")
+		limit     = flag.Int("concurrency", 16, "operations at once")
+	)
+	flag.Parse()
+	if err := run(*endpoints, *name, *prefix, *keys, *slots, *ttl, *opTime, *limit); err != nil {
+		fmt.Fprintln(os.Stderr, "testreplica:", err)
+		os.Exit(1)
+	}
+}
+
+func run(endpoints, name, prefix string, keys, slots int, ttl, opTime time.Duration, limit int) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", name)
+	m, err := shard.New(shard.Config{
+		Client: cli, Prefix: prefix + "/shards", Name: name, Slots: slots, TTL: ttl,
+		RetryInterval: 200 * time.Millisecond, SummaryInterval: time.Second,
+	}, log)
+	if err != nil {
+		return err
+	}
+	r := &replica{cli: cli, m: m, name: name, prefix: prefix, keys: keys, opTime: opTime,
+		sem: make(chan struct{}, limit), done: map[string]int64{}, busy: map[string]bool{}}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.reconcile(ctx)
+	}()
+	err = m.Run(ctx)
+	wg.Wait()
+	return err
+}
+
+// reconcile starts an operation for every owned key not yet reconciled
+// under its slot's current claim, whenever the owned set changes, and
+// retries failed ones every retry interval.
+func (r *replica) reconcile(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	retry := time.NewTicker(200 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		changed := r.m.Changed()
+		for i := range r.keys {
+			key := "group-" + strconv.Itoa(i)
+			tok, ok := r.m.Token(r.m.SlotOf([]byte(key)))
+			if !ok || !r.claim(key, tok.Revision) {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer r.unbusy(key)
+				r.operate(ctx, key)
+			}()
+		}
+		select {
+		case <-changed:
+		case <-retry.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// claim marks key busy if it needs an operation under revision rev.
+func (r *replica) claim(key string, rev int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.busy[key] || r.done[key] == rev {
+		return false
+	}
+	r.busy[key] = true
+	return true
+}
+
+func (r *replica) unbusy(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.busy, key)
+}
+
+func (r *replica) operate(ctx context.Context, key string) {
+	select {
+	case r.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-r.sem }()
+	opCtx, release, ok := r.m.Acquire(ctx, []byte(key))
+	if !ok {
+		return
+	}
+	defer release()
+	tok, _ := fencing.FromContext(opCtx)
+	active := r.prefix + "/active/" + key
+	// Begin: mark the key active, or record that someone else's operation
+	// is running on it.
+	resp, err := fencing.Txn(opCtx, r.cli,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(active), "=", 0)},
+		clientv3.OpPut(active, r.name, clientv3.WithLease(tok.Lease)))
+	if r.refused(err) {
+		return
+	}
+	if !resp.Succeeded {
+		_, _ = r.cli.Put(context.WithoutCancel(ctx), r.prefix+"/overlap/"+key+"/"+r.name, r.name)
+		return
+	}
+	select {
+	case <-time.After(r.opTime): // the remote call
+	case <-opCtx.Done():
+	}
+	// End: the write itself, and the marker removed, in one fenced txn.
+	_, err = fencing.Txn(opCtx, r.cli, nil,
+		clientv3.OpPut(r.prefix+"/target/"+key, fmt.Sprintf("%s@%d", r.name, tok.Revision)),
+		clientv3.OpDelete(active))
+	if r.refused(err) {
+		// The operation is over either way: take our marker away, so
+		// that a later owner does not see this one as still running.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_, _ = r.cli.Txn(cctx).If(clientv3.Compare(clientv3.Value(active), "=", r.name)).
+			Then(clientv3.OpDelete(active)).Commit()
+		return
+	}
+	r.mu.Lock()
+	r.done[key] = tok.Revision
+	r.mu.Unlock()
+}
+
+// refused reports whether err means the operation did not happen, and
+// records a write the fencing check refused.
+func (r *replica) refused(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, fencing.ErrStale) {
+		r.mu.Lock()
+		r.stale++
+		n := r.stale
+		r.mu.Unlock()
+		_, _ = r.cli.Put(context.Background(), fmt.Sprintf("%s/stale/%s-%d", r.prefix, r.name, n), "")
+	}
+	return true
+}
