@@ -88,9 +88,12 @@ PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
 # --- etcd module: leader-only and sharded replicas ---------------------------
 # (owned by etcd/leader and etcd/shard; keep this block self-contained)
 # etcd/ is a nested module (its own go.mod), so ./... above does not reach
-# it. Its tests run real etcd servers embedded in the test process
-# (etcd/internal/etcdcluster, go.etcd.io/etcd/server/v3/embed on 127.0.0.1),
-# so they need nothing installed.
+# it. Most of its tests run etcd embedded in the test process
+# (etcd/internal/etcdcluster, go.etcd.io/etcd/server/v3/embed on 127.0.0.1).
+# The multi-process fault tests (etcd/shard/e2e_test.go) build an etcd
+# server and a replica binary with go build, run them in network namespaces
+# of their own (ip, as root) and cut one off with nft (installed by the
+# nftables block above); without those they skip, and fail under CI=true.
 echo "== etcd module: vet, staticcheck, test"
 (
 	cd etcd

@@ -10,6 +10,11 @@
 //     on the key runs: an operation that finds another one's marker
 //     records Prefix/overlap/<key>/<replica>;
 //   - Prefix/stale/<replica>-<n>: a write the fencing check refused.
+//
+// With -refresh it reconciles every owned key again at that interval, so
+// that operations are in flight at any moment; with -ignore-cancel its
+// writes ignore the cancellation of their context, as a paused process or
+// an operation that does not check its context would.
 package main
 
 import (
@@ -42,6 +47,9 @@ type replica struct {
 	opTime time.Duration
 	sem    chan struct{}
 	stale  int
+	// ignoreCancel: the final write does not stop when opCtx is
+	// cancelled (it still carries opCtx's token).
+	ignoreCancel bool
 
 	mu   sync.Mutex
 	done map[string]int64 // key -> token revision it was reconciled under
@@ -58,15 +66,24 @@ func main() {
 		ttl       = flag.Duration("ttl", 3*time.Second, "lease TTL")
 		opTime    = flag.Duration("op", 10*time.Millisecond, "time one operation takes")
 		limit     = flag.Int("concurrency", 16, "operations at once")
+		refresh   = flag.Duration("refresh", 0, "reconcile every owned key again this often (0: never)")
+		ignore    = flag.Bool("ignore-cancel", false, "let the final write ignore a cancelled context")
 	)
 	flag.Parse()
-	if err := run(*endpoints, *name, *prefix, *keys, *slots, *ttl, *opTime, *limit); err != nil {
+	o := options{keys: *keys, slots: *slots, ttl: *ttl, opTime: *opTime, limit: *limit, refresh: *refresh, ignoreCancel: *ignore}
+	if err := run(*endpoints, *name, *prefix, o); err != nil {
 		fmt.Fprintln(os.Stderr, "testreplica:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoints, name, prefix string, keys, slots int, ttl, opTime time.Duration, limit int) error {
+type options struct {
+	keys, slots, limit   int
+	ttl, opTime, refresh time.Duration
+	ignoreCancel         bool
+}
+
+func run(endpoints, name, prefix string, o options) error {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
@@ -74,21 +91,26 @@ func run(endpoints, name, prefix string, keys, slots int, ttl, opTime time.Durat
 	defer cli.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", name)
 	m, err := shard.New(shard.Config{
-		Client: cli, Prefix: prefix + "/shards", Name: name, Slots: slots, TTL: ttl,
+		Client: cli, Prefix: prefix + "/shards", Name: name, Slots: o.slots, TTL: o.ttl,
 		RetryInterval: 200 * time.Millisecond, SummaryInterval: time.Second,
 	}, log)
 	if err != nil {
 		return err
 	}
-	r := &replica{cli: cli, m: m, name: name, prefix: prefix, keys: keys, opTime: opTime,
-		sem: make(chan struct{}, limit), done: map[string]int64{}, busy: map[string]bool{}}
+	r := &replica{cli: cli, m: m, name: name, prefix: prefix, keys: o.keys, opTime: o.opTime,
+		sem: make(chan struct{}, o.limit), done: map[string]int64{}, busy: map[string]bool{},
+		ignoreCancel: o.ignoreCancel}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		r.reconcile(ctx)
+		r.reconcile(ctx, o.refresh)
+	}()
+	go func() {
+		defer wg.Done()
+		r.reportDrops(ctx)
 	}()
 	err = m.Run(ctx)
 	wg.Wait()
@@ -98,11 +120,17 @@ func run(endpoints, name, prefix string, keys, slots int, ttl, opTime time.Durat
 // reconcile starts an operation for every owned key not yet reconciled
 // under its slot's current claim, whenever the owned set changes, and
 // retries failed ones every retry interval.
-func (r *replica) reconcile(ctx context.Context) {
+func (r *replica) reconcile(ctx context.Context, refresh time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	retry := time.NewTicker(200 * time.Millisecond)
 	defer retry.Stop()
+	var refreshC <-chan time.Time
+	if refresh > 0 {
+		t := time.NewTicker(refresh)
+		defer t.Stop()
+		refreshC = t.C
+	}
 	for {
 		changed := r.m.Changed()
 		for i := range r.keys {
@@ -121,6 +149,29 @@ func (r *replica) reconcile(ctx context.Context) {
 		select {
 		case <-changed:
 		case <-retry.C:
+		case <-refreshC:
+			r.mu.Lock()
+			clear(r.done)
+			r.mu.Unlock()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// reportDrops prints "owned 0" whenever the replica goes from owning
+// slots to owning none, for tests to time it.
+func (r *replica) reportDrops(ctx context.Context) {
+	owned := 0
+	for {
+		changed := r.m.Changed()
+		n := len(r.m.Owned())
+		if owned > 0 && n == 0 {
+			fmt.Println("owned 0")
+		}
+		owned = n
+		select {
+		case <-changed:
 		case <-ctx.Done():
 			return
 		}
@@ -170,12 +221,18 @@ func (r *replica) operate(ctx context.Context, key string) {
 		_, _ = r.cli.Put(context.WithoutCancel(ctx), r.prefix+"/overlap/"+key+"/"+r.name, r.name)
 		return
 	}
-	select {
-	case <-time.After(r.opTime): // the remote call
-	case <-opCtx.Done():
+	writeCtx := opCtx
+	if r.ignoreCancel {
+		writeCtx = context.WithoutCancel(opCtx) // keeps the token
+		time.Sleep(r.opTime)                    // the remote call, deaf to opCtx
+	} else {
+		select {
+		case <-time.After(r.opTime): // the remote call
+		case <-opCtx.Done():
+		}
 	}
 	// End: the write itself, and the marker removed, in one fenced txn.
-	_, err = fencing.Txn(opCtx, r.cli, nil,
+	_, err = fencing.Txn(writeCtx, r.cli, nil,
 		clientv3.OpPut(r.prefix+"/target/"+key, fmt.Sprintf("%s@%d", r.name, tok.Revision)),
 		clientv3.OpDelete(active))
 	if r.refused(err) {
