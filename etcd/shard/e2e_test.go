@@ -27,29 +27,47 @@ const (
 )
 
 type fleet struct {
-	lab      *netlab.Lab
-	etcd     *netlab.Node
-	cli      *clientv3.Client
-	endpoint string
-	bin      string
-	replicas map[string]*netlab.Proc
-	nodes    map[string]*netlab.Node
+	lab       *netlab.Lab
+	etcd      []*netlab.Node
+	etcdProcs []*netlab.Proc
+	cli       *clientv3.Client
+	endpoints []string
+	bin       string
+	replicas  map[string]*netlab.Proc
+	nodes     map[string]*netlab.Node
+	client    *netlab.Node
 }
 
-func startFleet(t *testing.T, names ...string) *fleet {
+// startFleet starts an etcd cluster of members processes, one namespace
+// each, the test's client, and replicas names.
+func startFleet(t *testing.T, members int, names ...string) *fleet {
 	t.Helper()
 	lab := netlab.New(t)
-	f := &fleet{lab: lab, etcd: lab.Node("etcd"), replicas: map[string]*netlab.Proc{}, nodes: map[string]*netlab.Node{}}
+	f := &fleet{lab: lab, replicas: map[string]*netlab.Proc{}, nodes: map[string]*netlab.Node{}}
 	server := netlab.Build(t, "github.com/converge-go/converge/etcd/internal/etcdcluster/etcdserver")
 	f.bin = netlab.Build(t, "github.com/converge-go/converge/etcd/internal/testreplica")
-	f.endpoint = "http://" + f.etcd.IP + ":2379"
-	p := f.etcd.Start(t, "etcd", server, "-data-dir", t.TempDir(),
-		"-client-url", f.endpoint, "-peer-url", "http://"+f.etcd.IP+":2380")
-	p.WaitLine("ready", 30*time.Second)
+	var initial []string
+	for i := range members {
+		n := lab.Node(fmt.Sprintf("etcd%d", i))
+		f.etcd = append(f.etcd, n)
+		f.endpoints = append(f.endpoints, "http://"+n.IP+":2379")
+		initial = append(initial, fmt.Sprintf("m%d=http://%s:2380", i, n.IP))
+	}
+	for i, n := range f.etcd {
+		p := n.Start(t, n.Name, server, "-name", fmt.Sprintf("m%d", i), "-data-dir", t.TempDir(),
+			"-client-url", f.endpoints[i], "-peer-url", "http://"+n.IP+":2380",
+			"-initial-cluster", strings.Join(initial, ","))
+		f.etcdProcs = append(f.etcdProcs, p)
+	}
+	for _, p := range f.etcdProcs {
+		p.WaitLine("ready", 30*time.Second)
+	}
 
 	client := lab.Node("client")
+	f.client = client
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{f.endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		Endpoints: f.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			return client.DialContext(ctx, addr)
 		})},
@@ -72,9 +90,20 @@ func (f *fleet) start(t *testing.T, name string, extra ...string) {
 		n = f.lab.Node(name)
 		f.nodes[name] = n
 	}
-	args := []string{"-endpoints", f.endpoint, "-name", name,
+	args := []string{"-endpoints", strings.Join(f.endpoints, ","), "-name", name,
 		"-keys", strconv.Itoa(e2eKeys), "-slots", strconv.Itoa(e2eSlots), "-ttl", e2eTTL.String()}
 	f.replicas[name] = n.Start(t, name, f.bin, append(args, extra...)...)
+}
+
+// splitWrite splits a target value "<replica>@<revision>@<unix ns>" into
+// the claim it was written under and when it was written.
+func splitWrite(v string) (claim string, at time.Time) {
+	i := strings.LastIndexByte(v, '@')
+	if i < 0 {
+		return v, time.Time{}
+	}
+	ns, _ := strconv.ParseInt(v[i+1:], 10, 64)
+	return v[:i], time.Unix(0, ns)
 }
 
 // state is what etcd says about the fleet at one revision.
@@ -104,7 +133,7 @@ func (f *fleet) read(t *testing.T) state {
 			s.claims[slot] = v
 			s.tokens[slot] = kv.CreateRevision
 		case strings.HasPrefix(k, "/fleet/target/"):
-			s.target[strings.TrimPrefix(k, "/fleet/target/")] = v
+			s.target[strings.TrimPrefix(k, "/fleet/target/")], _ = splitWrite(v)
 		case strings.HasPrefix(k, "/fleet/overlap/"):
 			s.overlaps = append(s.overlaps, k)
 		case strings.HasPrefix(k, "/fleet/stale/"):
@@ -159,7 +188,7 @@ func (f *fleet) waitSettled(t *testing.T, live []string, bound time.Duration) ti
 // slots are owned again, and its keys reconciled by their new owners,
 // within TTL + 2 s; no two operations on one key overlapped.
 func TestE2EReplicaKilled(t *testing.T) {
-	f := startFleet(t, "r1", "r2", "r3")
+	f := startFleet(t, 1, "r1", "r2", "r3")
 	f.waitSettled(t, []string{"r1", "r2", "r3"}, 60*time.Second)
 
 	f.replicas["r2"].Kill()
@@ -183,7 +212,7 @@ func TestE2EReplicaKilled(t *testing.T) {
 // target must refuse every one (the test expects at least one and counts
 // them).
 func TestE2EReplicaCutOff(t *testing.T) {
-	f := startFleet(t, "r1", "r3")
+	f := startFleet(t, 1, "r1", "r3")
 	f.start(t, "r2", "-refresh", "100ms", "-op", "300ms", "-ignore-cancel")
 	all := []string{"r1", "r2", "r3"}
 	f.waitSettled(t, all, 60*time.Second)
@@ -202,7 +231,7 @@ func TestE2EReplicaCutOff(t *testing.T) {
 	}()
 	takenOver, writes := f.watchTakeover(t, before)
 
-	f.nodes["r2"].Cut(f.etcd.IP)
+	f.nodes["r2"].Cut(f.etcd[0].IP)
 	took := f.waitSettled(t, []string{"r1", "r3"}, e2eTTL+2*time.Second)
 	t.Logf("r2 cut off: the others own its slots and reconciled its keys after %v (TTL %v)", took, e2eTTL)
 	var stoppedAt, takenAt time.Time
@@ -309,7 +338,8 @@ func (f *fleet) sawEvent(before state, ev *clientv3.Event, taken chan time.Time,
 		return
 	}
 	if ev.Type == clientv3.EventTypePut && strings.HasPrefix(k, "/fleet/target/") {
-		got.writes = append(got.writes, targetWrite{value: v, rev: ev.Kv.ModRevision})
+		claim, _ := splitWrite(v)
+		got.writes = append(got.writes, targetWrite{value: claim, rev: ev.Kv.ModRevision})
 	}
 }
 
@@ -319,7 +349,7 @@ func (f *fleet) sawEvent(before state, ev *clientv3.Event, taken chan time.Time,
 // handover waits for them.
 func TestE2EReplicaStoppedAndAdded(t *testing.T) {
 	flags := []string{"-refresh", "100ms", "-op", "50ms"}
-	f := startFleet(t)
+	f := startFleet(t, 1)
 	for _, name := range []string{"r1", "r2", "r3"} {
 		f.start(t, name, flags...)
 	}

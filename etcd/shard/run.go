@@ -113,6 +113,18 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 		defer rcancel()
 		s.Close(rctx)
 	}()
+	// Every etcd call of the session is bounded by the lease: once it is
+	// in doubt, a call stuck on an unreachable etcd returns, and the loop
+	// drops the slots in time.
+	ss.wg.Add(1)
+	go func() {
+		defer ss.wg.Done()
+		select {
+		case <-s.Lost():
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
 	rev, err := ss.join()
 	if err != nil {
 		return err

@@ -104,19 +104,21 @@ func (n *Node) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", n.Name, name}, args...)...)
 }
 
-// Cut drops every packet between the node and the address ip, both ways,
-// with an nftables table in the node's namespace, as a partition does.
-func (n *Node) Cut(ip string) {
+// Cut drops every packet between the node and the addresses ips, both
+// ways, with an nftables table in the node's namespace, as a partition
+// does. Call Restore before cutting again.
+func (n *Node) Cut(ips ...string) {
 	n.lab.t.Helper()
+	set := strings.Join(ips, ", ")
 	rules := fmt.Sprintf(`table inet netlab {
-	chain in { type filter hook input priority 0; ip saddr %[1]s drop; }
-	chain out { type filter hook output priority 0; ip daddr %[1]s drop; }
+	chain in { type filter hook input priority 0; ip saddr { %[1]s } drop; }
+	chain out { type filter hook output priority 0; ip daddr { %[1]s } drop; }
 }
-`, ip)
+`, set)
 	cmd := n.Command("nft", "-f", "-")
 	cmd.Stdin = strings.NewReader(rules)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		n.lab.t.Fatalf("netlab: cut %s from %s: %v: %s", n.Name, ip, err, out)
+		n.lab.t.Fatalf("netlab: cut %s from %s: %v: %s", n.Name, set, err, out)
 	}
 }
 

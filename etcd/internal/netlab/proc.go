@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -97,6 +98,26 @@ func (p *Proc) WaitLine(line string, within time.Duration) {
 			p.t.Fatalf("netlab: %s did not print %q within %v", p.name, line, within)
 		}
 	}
+}
+
+// Printed reports whether the process has printed line so far.
+func (p *Proc) Printed(line string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(strings.Split(p.out.String(), "\n"), line)
+}
+
+// LineWith returns the last line printed so far that starts with prefix.
+func (p *Proc) LineWith(prefix string) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	lines := strings.Split(p.out.String(), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.HasPrefix(lines[i], prefix) {
+			return lines[i], true
+		}
+	}
+	return "", false
 }
 
 // Kill sends SIGKILL and waits for the process to end.

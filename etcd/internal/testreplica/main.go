@@ -4,15 +4,16 @@
 // as a reconciler would for the keys it newly owns.
 //
 // The target records what the tests check:
-//   - Prefix/target/<key> = "<replica>@<slot token revision>": who last
-//     reconciled the key, under which claim;
+//   - Prefix/target/<key> = "<replica>@<slot token revision>@<unix ns>":
+//     who last reconciled the key, under which claim, and when;
 //   - Prefix/active/<key>, under the replica's lease, while an operation
 //     on the key runs: an operation that finds another one's marker
 //     records Prefix/overlap/<key>/<replica>;
 //   - Prefix/stale/<replica>-<n>: a write the fencing check refused.
 //
 // With -refresh it reconciles every owned key again at that interval, so
-// that operations are in flight at any moment; with -ignore-cancel its
+// that operations are in flight at any moment, and prints the longest
+// pause between two accepted writes when it stops ("longest pause <ns>"); with -ignore-cancel its
 // writes ignore the cancellation of their context, as a paused process or
 // an operation that does not check its context would.
 package main
@@ -54,6 +55,10 @@ type replica struct {
 	mu   sync.Mutex
 	done map[string]int64 // key -> token revision it was reconciled under
 	busy map[string]bool
+	// lastWrite and longest time the accepted writes: with -refresh they
+	// never stop, so the longest gap between two is the longest pause.
+	lastWrite time.Time
+	longest   time.Duration
 }
 
 func main() {
@@ -84,7 +89,13 @@ type options struct {
 }
 
 func run(endpoints, name, prefix string, o options) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		// Notice a member that stopped answering (crashed host,
+		// partition) in about 2 s and move to another, well within the
+		// lease's safety margin.
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+	})
 	if err != nil {
 		return err
 	}
@@ -114,6 +125,9 @@ func run(endpoints, name, prefix string, o options) error {
 	}()
 	err = m.Run(ctx)
 	wg.Wait()
+	r.mu.Lock()
+	fmt.Printf("longest pause %d\n", r.longest.Nanoseconds())
+	r.mu.Unlock()
 	return err
 }
 
@@ -218,8 +232,19 @@ func (r *replica) operate(ctx context.Context, key string) {
 		return
 	}
 	if !resp.Succeeded {
-		_, _ = r.cli.Put(context.WithoutCancel(ctx), r.prefix+"/overlap/"+key+"/"+r.name, r.name)
-		return
+		// Our own marker can only be left over from an operation whose
+		// final write failed (this replica never runs two operations on
+		// one key): take it over. Anyone else's means an overlap.
+		resp, err = fencing.Txn(opCtx, r.cli,
+			[]clientv3.Cmp{clientv3.Compare(clientv3.Value(active), "=", r.name)},
+			clientv3.OpPut(active, r.name, clientv3.WithLease(tok.Lease)))
+		if r.refused(err) {
+			return
+		}
+		if !resp.Succeeded {
+			_, _ = r.cli.Put(context.WithoutCancel(ctx), r.prefix+"/overlap/"+key+"/"+r.name, r.name)
+			return
+		}
 	}
 	writeCtx := opCtx
 	if r.ignoreCancel {
@@ -232,9 +257,7 @@ func (r *replica) operate(ctx context.Context, key string) {
 		}
 	}
 	// End: the write itself, and the marker removed, in one fenced txn.
-	_, err = fencing.Txn(writeCtx, r.cli, nil,
-		clientv3.OpPut(r.prefix+"/target/"+key, fmt.Sprintf("%s@%d", r.name, tok.Revision)),
-		clientv3.OpDelete(active))
+	err = r.write(writeCtx, key, tok)
 	if r.refused(err) {
 		// The operation is over either way: take our marker away, so
 		// that a later owner does not see this one as still running.
@@ -246,7 +269,27 @@ func (r *replica) operate(ctx context.Context, key string) {
 	}
 	r.mu.Lock()
 	r.done[key] = tok.Revision
+	now := time.Now()
+	if !r.lastWrite.IsZero() {
+		r.longest = max(r.longest, now.Sub(r.lastWrite))
+	}
+	r.lastWrite = now
 	r.mu.Unlock()
+}
+
+// write makes the operation's final, fenced write. With -ignore-cancel it
+// insists until etcd answers, as a process that was paused and sends its
+// write once it runs again: the answer must then be ErrStale.
+func (r *replica) write(ctx context.Context, key string, tok fencing.Token) error {
+	for attempt := 0; ; attempt++ {
+		_, err := fencing.Txn(ctx, r.cli, nil,
+			clientv3.OpPut(r.prefix+"/target/"+key, fmt.Sprintf("%s@%d@%d", r.name, tok.Revision, time.Now().UnixNano())),
+			clientv3.OpDelete(r.prefix+"/active/"+key))
+		if err == nil || errors.Is(err, fencing.ErrStale) || !r.ignoreCancel || attempt == 300 {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // unanswered: send it again
+	}
 }
 
 // refused reports whether err means the operation did not happen, and
