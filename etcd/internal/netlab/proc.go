@@ -120,6 +120,23 @@ func (p *Proc) LineWith(prefix string) (string, bool) {
 	return "", false
 }
 
+// Pause stops the process (SIGSTOP) as a long GC pause or a frozen VM
+// would; Continue lets it run again.
+func (p *Proc) Pause() { _ = p.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Continue resumes a paused process (SIGCONT).
+func (p *Proc) Continue() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Running reports whether the process has not exited.
+func (p *Proc) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Kill sends SIGKILL and waits for the process to end.
 func (p *Proc) Kill() { p.signal(syscall.SIGKILL) }
 
@@ -133,5 +150,6 @@ func (p *Proc) signal(sig syscall.Signal) {
 	default:
 	}
 	_ = p.cmd.Process.Signal(sig)
+	_ = p.cmd.Process.Signal(syscall.SIGCONT) // a paused process handles nothing
 	<-p.done
 }
