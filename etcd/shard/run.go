@@ -101,8 +101,9 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 			ss.drainAll()
 		}
 		// Cancelled operations, too, end before the slots are released,
-		// unless the lease will have expired by then anyway.
-		until := time.Now().Add(m.cfg.DrainTimeout)
+		// unless the lease will have expired by then anyway. At a stop
+		// they already had DrainTimeout; they get ReleaseTimeout more.
+		until := time.Now().Add(m.cfg.ReleaseTimeout)
 		if cause != ErrStopped {
 			until = s.Deadline().Add(m.cfg.SafetyMargin)
 		}
