@@ -40,7 +40,7 @@ type fleet struct {
 
 // startFleet starts an etcd cluster of members processes, one namespace
 // each, the test's client, and replicas names.
-func startFleet(t *testing.T, members int, names ...string) *fleet {
+func startFleet(t testing.TB, members int, names ...string) *fleet {
 	t.Helper()
 	lab := netlab.New(t)
 	f := &fleet{lab: lab, replicas: map[string]*netlab.Proc{}, nodes: map[string]*netlab.Node{}}
@@ -83,7 +83,7 @@ func startFleet(t *testing.T, members int, names ...string) *fleet {
 	return f
 }
 
-func (f *fleet) start(t *testing.T, name string, extra ...string) {
+func (f *fleet) start(t testing.TB, name string, extra ...string) {
 	t.Helper()
 	n, ok := f.nodes[name]
 	if !ok {
@@ -116,7 +116,7 @@ type state struct {
 	stale    int
 }
 
-func (f *fleet) read(t *testing.T) state {
+func (f *fleet) read(t testing.TB) state {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -164,7 +164,7 @@ func (s state) settled(live []string) string {
 
 // waitSettled watches the fleet's keys until settled(live) holds, and
 // returns the time it took.
-func (f *fleet) waitSettled(t *testing.T, live []string, bound time.Duration) time.Duration {
+func (f *fleet) waitSettled(t testing.TB, live []string, bound time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -272,7 +272,7 @@ func TestE2EReplicaCutOff(t *testing.T) {
 }
 
 // waitStale waits until the target has refused at least one write.
-func (f *fleet) waitStale(t *testing.T) {
+func (f *fleet) waitStale(t testing.TB) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -301,7 +301,7 @@ type takeover struct {
 // watchTakeover watches, from before's revision on, for the first claim of
 // one of r2's slots by another replica (sent on the channel), the deletion
 // of r2's claims, and every accepted target write; result returns them.
-func (f *fleet) watchTakeover(t *testing.T, before state) (<-chan time.Time, func() takeover) {
+func (f *fleet) watchTakeover(t testing.TB, before state) (<-chan time.Time, func() takeover) {
 	ctx, cancel := context.WithCancel(context.Background())
 	wch := f.cli.Watch(ctx, "/fleet/", clientv3.WithPrefix(), clientv3.WithRev(before.rev+1))
 	taken := make(chan time.Time, 1)

@@ -21,7 +21,7 @@ type member struct {
 	stop func()
 }
 
-func startMember(t *testing.T, cli *clientv3.Client, name string, tune func(*Config)) *member {
+func startMember(t testing.TB, cli *clientv3.Client, name string, tune func(*Config)) *member {
 	t.Helper()
 	cfg := Config{Client: cli, Prefix: "/test/shards", Name: name, Slots: testSlots, TTL: 2 * time.Second, RetryInterval: 100 * time.Millisecond}
 	if tune != nil {
@@ -47,7 +47,7 @@ func startMember(t *testing.T, cli *clientv3.Client, name string, tune func(*Con
 
 // waitUntil re-evaluates cond whenever any member's owned set changes,
 // until it returns "" (else it says what is still wrong).
-func waitUntil(t *testing.T, ms []*member, cond func() string) {
+func waitUntil(t testing.TB, ms []*member, cond func() string) {
 	t.Helper()
 	deadline := time.After(within)
 	for {
