@@ -11,6 +11,9 @@
 //     records Prefix/overlap/<key>/<replica>;
 //   - Prefix/stale/<replica>-<n>: a write the fencing check refused.
 //
+// With -leader-only it owns every key while it leads an election
+// (package leader) instead of a share of the slots.
+//
 // With -refresh it reconciles every owned key again at that interval, so
 // that operations are in flight at any moment, and prints the longest
 // pause between two accepted writes when it stops ("longest pause <ns>"); with -ignore-cancel its
@@ -36,12 +39,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/converge-go/converge/etcd/fencing"
+	"github.com/converge-go/converge/etcd/leader"
 	"github.com/converge-go/converge/etcd/shard"
 )
 
 type replica struct {
 	cli    *clientv3.Client
-	m      *shard.Manager
+	m      owner
 	name   string
 	prefix string
 	keys   int
@@ -73,9 +77,11 @@ func main() {
 		limit     = flag.Int("concurrency", 16, "operations at once")
 		refresh   = flag.Duration("refresh", 0, "reconcile every owned key again this often (0: never)")
 		ignore    = flag.Bool("ignore-cancel", false, "let the final write ignore a cancelled context")
+		leaderOn  = flag.Bool("leader-only", false, "own every key while leading an election, instead of sharding")
 	)
 	flag.Parse()
-	o := options{keys: *keys, slots: *slots, ttl: *ttl, opTime: *opTime, limit: *limit, refresh: *refresh, ignoreCancel: *ignore}
+	o := options{keys: *keys, slots: *slots, ttl: *ttl, opTime: *opTime, limit: *limit, refresh: *refresh,
+		ignoreCancel: *ignore, leaderOnly: *leaderOn}
 	if err := run(*endpoints, *name, *prefix, o); err != nil {
 		fmt.Fprintln(os.Stderr, "testreplica:", err)
 		os.Exit(1)
@@ -86,6 +92,48 @@ type options struct {
 	keys, slots, limit   int
 	ttl, opTime, refresh time.Duration
 	ignoreCancel         bool
+	leaderOnly           bool
+}
+
+// owner is what the replica needs of a shard.Manager or a leader.Elector.
+type owner interface {
+	Run(ctx context.Context) error
+	Acquire(ctx context.Context, key []byte) (context.Context, func(), bool)
+	Changed() <-chan struct{}
+	// tokenFor returns the token that governs key now, if owned.
+	tokenFor(key []byte) (fencing.Token, bool)
+	// owned returns how many slots (or terms) are held now.
+	owned() int
+}
+
+type shardOwner struct{ *shard.Manager }
+
+func (s shardOwner) tokenFor(key []byte) (fencing.Token, bool) { return s.Token(s.SlotOf(key)) }
+func (s shardOwner) owned() int                                { return len(s.Owned()) }
+
+type leaderOwner struct{ *leader.Elector }
+
+func (l leaderOwner) tokenFor([]byte) (fencing.Token, bool) { return l.Token() }
+func (l leaderOwner) owned() int {
+	if l.Owns(nil) {
+		return 1
+	}
+	return 0
+}
+
+func newOwner(cli *clientv3.Client, log *slog.Logger, prefix, name string, o options) (owner, error) {
+	if o.leaderOnly {
+		e, err := leader.New(leader.Config{
+			Client: cli, Prefix: prefix + "/leader", Name: name, TTL: o.ttl,
+			RetryInterval: 200 * time.Millisecond,
+		}, log)
+		return leaderOwner{e}, err
+	}
+	m, err := shard.New(shard.Config{
+		Client: cli, Prefix: prefix + "/shards", Name: name, Slots: o.slots, TTL: o.ttl,
+		RetryInterval: 200 * time.Millisecond, SummaryInterval: time.Second,
+	}, log)
+	return shardOwner{m}, err
 }
 
 func run(endpoints, name, prefix string, o options) error {
@@ -101,10 +149,7 @@ func run(endpoints, name, prefix string, o options) error {
 	}
 	defer cli.Close()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", name)
-	m, err := shard.New(shard.Config{
-		Client: cli, Prefix: prefix + "/shards", Name: name, Slots: o.slots, TTL: o.ttl,
-		RetryInterval: 200 * time.Millisecond, SummaryInterval: time.Second,
-	}, log)
+	m, err := newOwner(cli, log, prefix, name, o)
 	if err != nil {
 		return err
 	}
@@ -149,7 +194,7 @@ func (r *replica) reconcile(ctx context.Context, refresh time.Duration) {
 		changed := r.m.Changed()
 		for i := range r.keys {
 			key := "group-" + strconv.Itoa(i)
-			tok, ok := r.m.Token(r.m.SlotOf([]byte(key)))
+			tok, ok := r.m.tokenFor([]byte(key))
 			if !ok || !r.claim(key, tok.Revision) {
 				continue
 			}
@@ -179,7 +224,7 @@ func (r *replica) reportDrops(ctx context.Context) {
 	owned := 0
 	for {
 		changed := r.m.Changed()
-		n := len(r.m.Owned())
+		n := r.m.owned()
 		if owned > 0 && n == 0 {
 			fmt.Println("owned 0")
 		}
