@@ -37,14 +37,18 @@ func (f *fencedOps[Obj]) run(ctx context.Context, op func(context.Context) error
 	return op(opCtx)
 }
 
+// Update runs the wrapped Update under the current term.
 func (f *fencedOps[Obj]) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, obj Obj) error {
 	return f.run(ctx, func(ctx context.Context) error { return f.ops.Update(ctx, txn, rev, obj) })
 }
 
+// Delete runs the wrapped Delete under the current term.
 func (f *fencedOps[Obj]) Delete(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, obj Obj) error {
 	return f.run(ctx, func(ctx context.Context) error { return f.ops.Delete(ctx, txn, rev, obj) })
 }
 
+// Prune runs the wrapped Prune under the current term: whole-set work is
+// leader-only.
 func (f *fencedOps[Obj]) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[Obj, statedb.Revision]) error {
 	return f.run(ctx, func(ctx context.Context) error { return f.ops.Prune(ctx, txn, objs) })
 }
