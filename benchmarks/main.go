@@ -77,6 +77,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.routesSmall, "routes-small", o.routesSmall, "routes-<n>: kernel routes in the small run (needs root)")
 	fs.IntVar(&o.routesLarge, "routes-large", o.routesLarge, "routes-<n>: kernel routes in the large run (needs root)")
 	fs.IntVar(&o.wakeResidentMiB, "wake-resident-mib", o.wakeResidentMiB, "machine/wake: the large heap held resident, in MiB")
+	fs.IntVar(&o.sourceObjects, "source-objects", o.sourceObjects, "source: objects listed, and events applied")
+	fs.IntVar(&o.sourceFiles, "source-files", o.sourceFiles, "files: manifest files of 10 objects each")
+	fs.IntVar(&o.fileEdits, "file-edits", o.fileEdits, "files: single-file edits measured per run")
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +147,7 @@ func sizeFields(s *sizes) map[string]any {
 		"sync-objects": &s.syncObjects, "sync-rate": &s.syncRate, "sync-duration": &s.syncDuration,
 		"routes-small": &s.routesSmall, "routes-large": &s.routesLarge,
 		"wake-resident-mib": &s.wakeResidentMiB,
+		"source-objects":    &s.sourceObjects, "source-files": &s.sourceFiles, "file-edits": &s.fileEdits,
 	}
 }
 

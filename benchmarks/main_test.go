@@ -40,6 +40,9 @@ func tinySizes() sizes {
 		syncObjects:    500,
 		syncRate:       200,
 		syncDuration:   150 * time.Millisecond,
+		sourceObjects:  2000,
+		sourceFiles:    20,
+		fileEdits:      3,
 	}
 }
 

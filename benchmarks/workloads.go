@@ -32,6 +32,10 @@ type sizes struct {
 	syncDuration time.Duration // sync-storm: how long the storm lasts
 
 	wakeResidentMiB int // machine/wake: the large heap, in MiB
+
+	sourceObjects int // source: objects listed, and events applied
+	sourceFiles   int // files: manifest files of 10 objects each
+	fileEdits     int // files: single-file edits measured per run
 }
 
 // fullSizes are the sizes of the workloads.
@@ -59,6 +63,9 @@ func fullSizes() sizes {
 		syncDuration:   5 * time.Second,
 		// About what a 1M-object run holds resident.
 		wakeResidentMiB: 1536,
+		sourceObjects:   1_000_000,
+		sourceFiles:     10_000,
+		fileEdits:       100,
 	}
 }
 
@@ -88,6 +95,9 @@ func quickSizes() sizes {
 		syncRate:        1000,
 		syncDuration:    time.Second,
 		wakeResidentMiB: 64,
+		sourceObjects:   100_000,
+		sourceFiles:     1000,
+		fileEdits:       20,
 	}
 }
 
@@ -159,6 +169,8 @@ func workloads(sz sizes) []workload {
 		fullWorkload(sz),
 		syncStormWorkload(sz),
 		wakeWorkload(sz),
+		sourceWorkload(sz),
+		filesWorkload(sz),
 		routesWorkload(sz, sz.routesSmall),
 		routesWorkload(sz, sz.routesLarge),
 	}

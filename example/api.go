@@ -64,7 +64,7 @@ func (a *fileAPI) put(w http.ResponseWriter, r *http.Request) {
 	}
 	f, created, err := a.desired.Put(spec)
 	if err != nil {
-		agentkit.WriteError(w, http.StatusInternalServerError, err)
+		agentkit.WriteError(w, errorStatus(err), err)
 		return
 	}
 	status := http.StatusOK
@@ -101,7 +101,7 @@ func (a *fileAPI) delete(w http.ResponseWriter, r *http.Request) {
 	found, err := a.desired.Delete(name)
 	switch {
 	case err != nil:
-		agentkit.WriteError(w, http.StatusInternalServerError, err)
+		agentkit.WriteError(w, errorStatus(err), err)
 	case !found:
 		agentkit.WriteError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
 	default:

@@ -33,7 +33,7 @@ func (def Config) Flags(flags *pflag.FlagSet) {
 	flags.String("state-dir", def.StateDir,
 		"Directory kept in sync with the desired files; files in it that are not desired are deleted")
 	flags.String("desired-file", def.DesiredFile,
-		"JSON file the desired files are saved to and loaded from at start (must be outside --state-dir)")
+		"JSON file the desired files are saved to and loaded from at start, with the --state-dir they are for (must be outside --state-dir)")
 	flags.String("http-addr", def.HTTPAddr,
 		"Address of the HTTP API; it has no authentication, so keep it on loopback")
 	flags.Duration("full-reconciliation-interval", def.FullReconciliationInterval,

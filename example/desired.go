@@ -18,15 +18,16 @@ import (
 // desiredState is the desired set of files, for the API: it reads the
 // desired-files table and is its only writer besides the reconciler (which
 // writes statuses). Every change goes into the table and into the
-// desired-state file (a JSON list of FileSpecs) together, so that a
-// restart keeps the desired set. At start the file is loaded into the
-// table.
+// desired-state file (a desiredFile: the FileSpecs and the state
+// directory they are for) together, so that a restart keeps the desired
+// set. At start the file is loaded into the table.
 type desiredState struct {
 	log   *slog.Logger
 	db    *statedb.DB
 	files statedb.RWTable[*File]
 	path  string
-	dir   string
+	dir   string // --state-dir as given
+	abs   string // its absolute path, recorded in the desired-state file
 }
 
 // newDesiredState registers the table initializer and the start hook that
@@ -38,22 +39,31 @@ type desiredState struct {
 // Initializers must be registered before the hive starts, hence here in
 // the constructor; the start hook marks it done in the same transaction
 // that inserts the loaded files.
-func newDesiredState(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, files statedb.RWTable[*File], cfg Config) *desiredState {
-	d := &desiredState{log: log, db: db, files: files, path: cfg.DesiredFile, dir: cfg.StateDir}
+func newDesiredState(lc cell.Lifecycle, log *slog.Logger, db *statedb.DB, files statedb.RWTable[*File], cfg Config) (*desiredState, error) {
+	abs, err := absStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	d := &desiredState{log: log, db: db, files: files, path: cfg.DesiredFile, dir: cfg.StateDir, abs: abs}
 	wtxn := db.WriteTxn(files)
 	loaded := files.RegisterInitializer(wtxn, "desired-file")
 	wtxn.Commit()
 	lc.Append(cell.Hook{OnStart: func(cell.HookContext) error { return d.load(loaded) }})
-	return d
+	return d, nil
 }
 
 // load reads the desired-state file into the table, every file Pending, and
-// marks the table initialized. A missing file means an empty desired set,
-// unless the state directory already holds files: then it refuses to
-// start, because the first full reconciliation would delete them all (a
-// mistyped --state-dir should not wipe a directory).
+// marks the table initialized. It refuses to start when the first full
+// reconciliation could delete the files of a directory the desired set is
+// not for (a mistyped --state-dir should not wipe a directory): when the
+// file is for another state directory, or when there is no file (an empty
+// desired set) but the state directory already holds files.
 func (d *desiredState) load(markInitialized func(statedb.WriteTxn)) error {
-	specs, err := readDesiredFile(d.path)
+	desired, err := readDesiredFile(d.path)
+	if err == nil {
+		err = checkStateDir(d.path, desired.StateDir, d.abs)
+	}
+	specs := desired.Files
 	if errors.Is(err, fs.ErrNotExist) {
 		if entries, _ := os.ReadDir(d.dir); len(entries) > 0 {
 			return fmt.Errorf("state directory %s is not empty and there is no desired-state file %s: "+
@@ -107,6 +117,9 @@ func (d *desiredState) Put(spec FileSpec) (f *File, created bool, err error) {
 	wtxn := d.db.WriteTxn(d.files)
 	defer wtxn.Abort()
 	old, _, found := d.files.Get(wtxn, nameIndex.Query(spec.Name))
+	if found && old.Origin != "" {
+		return nil, false, fmt.Errorf("%w: %q comes from %s", errNotAPIFile, spec.Name, old.Origin)
+	}
 	if found && old.FileSpec == spec && old.Status.Kind != reconciler.StatusKindError {
 		return old, false, nil
 	}
@@ -131,6 +144,9 @@ func (d *desiredState) Delete(name string) (found bool, err error) {
 	if !found {
 		return false, nil
 	}
+	if old.Origin != "" {
+		return true, fmt.Errorf("%w: %q comes from %s", errNotAPIFile, name, old.Origin)
+	}
 	if _, _, err := d.files.Delete(wtxn, old); err != nil {
 		return false, err
 	}
@@ -146,9 +162,11 @@ func (d *desiredState) Delete(name string) (found bool, err error) {
 func (d *desiredState) save(txn statedb.ReadTxn) error {
 	specs := []FileSpec{}
 	for f := range d.files.All(txn) {
-		specs = append(specs, f.FileSpec)
+		if f.Origin == "" { // the manifests are saved where they come from
+			specs = append(specs, f.FileSpec)
+		}
 	}
-	data, err := json.MarshalIndent(specs, "", "  ")
+	data, err := json.MarshalIndent(desiredFile{StateDir: d.abs, Files: specs}, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -160,27 +178,34 @@ func (d *desiredState) save(txn statedb.ReadTxn) error {
 
 // readDesiredFile reads and validates a desired-state file. A file that
 // does not parse or holds an invalid or repeated entry is an error: better
-// to refuse to start than to prune files because of a typo.
-func readDesiredFile(path string) ([]FileSpec, error) {
+// to refuse to start than to prune files because of a typo. A bare list of
+// FileSpecs (what older versions wrote) is read with no StateDir, which
+// checkStateDir refuses.
+func readDesiredFile(path string) (desiredFile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return desiredFile{}, err
 	}
-	var specs []FileSpec
+	var desired desiredFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&specs); err != nil {
-		return nil, fmt.Errorf("desired-state file %s: %w", path, err)
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '[' {
+		err = dec.Decode(&desired.Files)
+	} else {
+		err = dec.Decode(&desired)
+	}
+	if err != nil {
+		return desiredFile{}, fmt.Errorf("desired-state file %s: %w", path, err)
 	}
 	seen := map[string]bool{}
-	for _, spec := range specs {
+	for _, spec := range desired.Files {
 		if err := spec.validate(); err != nil {
-			return nil, fmt.Errorf("desired-state file %s: %w", path, err)
+			return desiredFile{}, fmt.Errorf("desired-state file %s: %w", path, err)
 		}
 		if seen[spec.Name] {
-			return nil, fmt.Errorf("desired-state file %s: %q appears twice", path, spec.Name)
+			return desiredFile{}, fmt.Errorf("desired-state file %s: %q appears twice", path, spec.Name)
 		}
 		seen[spec.Name] = true
 	}
-	return specs, nil
+	return desired, nil
 }

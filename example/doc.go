@@ -31,10 +31,16 @@
 //     Prune removes files that nobody asked for.
 //   - reconcile.go: the reconciler.Config, and how full reconciliation and
 //     refresh together repair changes made behind the program's back.
-//   - desired.go: the only writer of the table besides the reconciler.
+//   - desired.go: the API's writer of the table.
 //     PUT and DELETE change the table and the desired-state file in one
 //     step; at start the file is loaded under a table initializer, so that
-//     nothing is pruned before the desired set is known.
+//     nothing is pruned before the desired set is known. statedir.go ties
+//     the file to its state directory (see Safety).
+//   - manifests.go: a second writer, with --desired-dir: a directory of
+//     YAML or JSON manifests of files, fed into the same table by a
+//     source/dirsource source. Each writer owns its rows (File.Origin),
+//     so neither deletes nor overwrites the other's, and the table is
+//     initialized only when both have loaded.
 //   - api.go: the HTTP API: list, get, PUT and DELETE desired files.
 //   - server.go: the HTTP server: the API and the operator endpoints
 //     from internal/agentkit (shared with example/routes): /status (the
@@ -61,7 +67,12 @@
 // "/", and no clash with the ".tmp-" files of atomic writes (a leftover
 // from a crash is pruned). Prune removes only regular files and symlinks,
 // never directories. The desired-state file must live outside the state
-// directory. And the agent refuses to start on a non-empty state directory
-// without a desired-state file, which is what a mistyped --state-dir
-// looks like.
+// directory, and it records the absolute path of the state directory it
+// is for (statedir.go): pruning deletes whatever the file does not list,
+// so a desired-state file left in the working directory must not be
+// applied to the directory a mistyped --state-dir names. The agent refuses
+// to start, naming both directories, when the file is for another
+// directory (the same one through a symbolic link is fine), when it does
+// not say which directory it is for, or when there is no desired-state
+// file but the state directory already holds files.
 package main

@@ -35,6 +35,9 @@ type FileSpec struct {
 // clone (Clone) and insert that.
 type File struct {
 	FileSpec
+	// Origin is who desires the file: "" for the HTTP API, "manifests"
+	// for the --desired-dir source. Each writes and deletes only its own.
+	Origin string            `json:"origin,omitempty"`
 	Status reconciler.Status `json:"status"`
 }
 
@@ -61,7 +64,7 @@ func (f *File) TableHeader() []string {
 
 // TableRow implements statedb.TableWritable.
 func (f *File) TableRow() []string {
-	return []string{f.Name, f.Mode.String(), strconv.Itoa(len(f.Content)), f.Status.String()}
+	return []string{f.Name, f.Mode.String(), strconv.Itoa(len(f.Content)), f.Status.Row()}
 }
 
 // filesTableName is the table's name in the database and in db/show.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/reconciler"
+	"github.com/converge-go/converge/source"
 )
 
 // defaultShellSocket is where the running agent serves the hive shell
@@ -46,12 +47,16 @@ var exampleCell = cell.Module(
 	// needs the desired state, and the reconciler needs nothing of ours,
 	// so ask for both.
 	cell.Invoke(func(*agentkit.Server, reconciler.Reconciler[*File]) {}),
+
+	// The manifests directory (--desired-dir), a second writer of the
+	// table; see manifests.go.
+	manifestsCell,
 )
 
 // newHive returns the application's hive, with extra cells added (the
 // test adds one that captures objects to drive it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), exampleCell)
+	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), source.Cell, source.PrometheusCell, exampleCell)
 	return agentkit.NewHive(append(cells, extra...)...)
 }
 

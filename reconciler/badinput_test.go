@@ -172,6 +172,19 @@ func (h *badHarness) attempted() {
 	}
 }
 
+// attemptedMisconfigured waits until the misconfiguration the changes so
+// far run into is reported: the waits return an error wrapping
+// ErrInvalidConfig, rather than nil, while objects cannot be reconciled.
+func (h *badHarness) attemptedMisconfigured() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := h.r.WaitUntilReconciled(ctx, h.f.table.Revision(h.f.db.ReadTxn()))
+	if !errors.Is(err, reconciler.ErrInvalidConfig) {
+		h.t.Fatalf("WaitUntilReconciled = %v, want an error wrapping ErrInvalidConfig", err)
+	}
+}
+
 // settled waits until every change so far is reconciled and every object
 // is Done.
 func (h *badHarness) settled() {
@@ -494,7 +507,7 @@ func TestBadInputSetObjectStatusChangesKey(t *testing.T) {
 			_, good1Rev, _ := h.get("good1")
 
 			h.insert(&testObject{ID: "bad", Value: "b", Status: reconciler.StatusPending()})
-			h.attempted()
+			h.attemptedMisconfigured()
 			h.checkGood()
 			if _, rev, _ := h.get("good1"); rev != good1Rev {
 				t.Errorf("good1 was written (revision %d, was %d)", rev, good1Rev)
@@ -555,7 +568,7 @@ func TestBadInputCloneReturnsSamePointer(t *testing.T) {
 		cfg.CloneObject = func(o *testObject) *testObject { return o }
 	})
 	h.insert(goodObjects()...)
-	h.attempted()
+	h.attemptedMisconfigured()
 	checkTableInvariants(t, h.f.db, h.f.table.ToTable())
 	snap := h.r.Status()
 	if snap.Objects.Error != len(goodObjects()) {

@@ -24,7 +24,8 @@ const maxCanaryInterval = 250 * time.Millisecond
 // canary) goes at a time, spaced by the backoff; the first success closes
 // the breaker and the held retries, all due by then, go at once. Objects
 // failing each for a reason of its own (different messages) never open it.
-// New changes are never held, and any success closes it.
+// New changes are never held; any success closes it, and so does a
+// failure with another error than the one that opened it.
 type breaker struct {
 	log *slog.Logger
 
@@ -47,6 +48,12 @@ func (b *breaker) observe(ok, giveUp bool, errMsg string, retry bool, now time.T
 			b.log.Info("Target recovered: releasing held retries")
 		}
 		*b = breaker{log: b.log}
+	case b.open && errMsg != b.lastErr:
+		// Failures stopped being the same: the target is not down for
+		// everyone any more, so every object goes back to its own
+		// schedule.
+		b.log.Info("Failures differ again: releasing held retries", "error", errMsg)
+		*b = breaker{log: b.log, lastErr: errMsg, streak: 1}
 	case errMsg != b.lastErr:
 		b.lastErr, b.streak = errMsg, 1
 	default:

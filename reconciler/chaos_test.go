@@ -319,6 +319,7 @@ type chaosOps struct {
 	running    map[string]int    // operations running per key, whole duration
 	updates    int               // Update and Delete operations running
 	pruning    bool
+	pruneAt    time.Time      // when the running prune started
 	applied    map[string]int // highest version applied per key
 	recent     [8]string      // the keys of the latest operations, a ring
 	recentNext int
@@ -362,9 +363,11 @@ func (c *chaosOps) begin(ctx context.Context, op opKind, key string) (faultKind,
 		if c.updates > 0 || c.pruning {
 			c.problems = append(c.problems, fmt.Sprintf("prune started while %d update/delete operation(s) ran (pruning=%v)", c.updates, c.pruning))
 		}
-		c.pruning = true
+		c.pruning, c.pruneAt = true, time.Now()
 	} else {
-		if c.pruning {
+		// A prune past its timeout is abandoned: the reconciler goes on
+		// with Update and Delete while it may still run.
+		if c.pruning && time.Since(c.pruneAt) < chaosOpTimeout {
 			c.problems = append(c.problems, fmt.Sprintf("%s(%s) started while Prune ran", opNames[op], key))
 		}
 		c.updates++

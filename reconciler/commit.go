@@ -9,370 +9,262 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// A commit records the results of finished tasks. It has three phases:
-// plan decides, on the loop goroutine, what each result asks of the table;
-// write makes the status writes in one write transaction; finish does the
-// bookkeeping that depends on how the writes went and frees the keys. The
-// write phase holds the table's write lock for most of a commit's time,
-// so when more work is waiting it runs on the committer goroutine while
-// the loop picks up and runs the next round (committer.go).
+// A commit records finished results in three steps, all on the loop
+// goroutine: judge decides what each wanted result asks of the table,
+// writeAll makes the status writes in one write transaction, and settle
+// moves each request on according to how its write went.
 
-// commitAction is what planning decided for one item.
-type commitAction uint8
+// verdict is what one result asks for.
+type verdict[Obj any] struct {
+	r      *request[Obj]
+	res    *result[Obj]
+	err    error // the failure as the status reports it; nil on success
+	giveUp bool  // Permanent, misconfigured, or MaxRetries spent
+	write  int   // index of its write in the commit's writes, or -1
+}
+
+// statusWrite is one status write into the table.
+type statusWrite[Obj any] struct {
+	key    string
+	obj    Obj              // the object the operation saw (its primary key finds the current one)
+	rev    statedb.Revision // its revision
+	target Obj              // the operation's clone: written when the object is unchanged
+	// hasTarget is false when the operation never got its clone (it is
+	// still running past its timeout): obj, at rev, is cloned instead.
+	hasTarget bool
+	expect    Status // this reconciler's status the write requires in the table
+	status    Status // the status to write
+	outcome   writeOutcome
+}
+
+// writeOutcome is what became of a status write.
+type writeOutcome uint8
 
 const (
-	actWrite      commitAction = iota // write the status (Done or Error)
-	actDeferred                       // RetryAfter: stays Pending, retried later
-	actConfigFail                     // no copy to write into: report, retry
-	actSameError                      // failed as the object says already: just retry
-	actDelete                         // a delete's result: nothing to write
+	writeLanded     writeOutcome = iota
+	writeSuperseded              // our status changed, or the object went: a newer request follows
+	writeKeyChanged              // SetObjectStatus returned an object with another primary key
 )
 
-// commitJob is one commit: every item whose result it records, and those
-// of them with a status to write.
-type commitJob[Obj any] struct {
-	now     time.Time
-	items   []*item[Obj]
-	writes  []*item[Obj]
-	prunes  []task[Obj] // finished prunes: they write nothing
-	aborted bool        // stopping: nothing was written
-	// realized holds the realization latencies of the objects the
-	// commit marked Done (realization.go).
-	realized []time.Duration
-}
-
-func (j *commitJob[Obj]) reset() {
-	clear(j.items)
-	clear(j.writes)
-	clear(j.prunes)
-	j.items, j.writes, j.prunes, j.aborted = j.items[:0], j.writes[:0], j.prunes[:0], false
-	j.realized = j.realized[:0]
-}
-
-// plan takes the finished tasks and decides what each result asks for.
-func (l *loop[Obj]) plan(now time.Time) *commitJob[Obj] {
-	l.taken = l.results.take(l.taken)
-	job := l.freeJobs[len(l.freeJobs)-1]
-	l.freeJobs = l.freeJobs[:len(l.freeJobs)-1]
-	job.now = now
-	for i := range l.taken {
-		t := &l.taken[i]
-		switch t.op {
-		case OpUpdate, OpDelete:
-			l.planItem(job, t.one)
-		case OpUpdateBatch, OpDeleteBatch:
-			for _, it := range t.batch {
-				l.planItem(job, it)
-			}
-		case OpPrune:
-			job.prunes = append(job.prunes, *t)
+// commit takes the finished results when it is time and records them. It
+// reports whether it took any.
+func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) bool {
+	ok, wait := l.exec.shouldCommit(now, l.cfg.RoundSize)
+	if !ok {
+		if wait > 0 {
+			ts.commit.arm(wait)
 		}
+		return false
 	}
-	clear(l.taken)
-	return job
-}
-
-// planItem decides what one object's result asks of the table.
-func (l *loop[Obj]) planItem(job *commitJob[Obj], it *item[Obj]) {
-	job.items = append(job.items, it)
-	if it.deleted {
-		it.action = actDelete
-		if it.err != nil {
-			// A failed delete of an object inserted again meanwhile is
-			// superseded by the Update of the new object.
-			_, _, it.reinserted = l.cfg.Table.Get(l.db.ReadTxn(), l.primary.QueryFromObject(it.obj))
+	ts.commit.disarm()
+	l.results = l.exec.take(l.results)
+	verdicts, writes := l.verdicts[:0], l.writes[:0]
+	defer func() {
+		clear(l.results)
+		clear(verdicts)
+		clear(writes)
+		l.verdicts, l.writes = verdicts[:0], writes[:0]
+	}()
+	oldest := now
+	for i := range l.results {
+		res := &l.results[i]
+		if res.op == OpPrune {
+			l.pruneDone(res, now, ts)
+			continue
 		}
-		return
-	}
-	err := it.err
-	if isDeferral(err) {
-		// Not ready yet, not a failure: the status stays Pending.
-		it.action = actDeferred
-		return
-	}
-	if err != nil {
-		err, it.giveUp = l.failure(it.err, it.failures)
-	}
-	it.statusErr = err
-	if !it.cloned {
-		// There is no copy to write the status into (CloneObject
-		// panicked or returned the object itself): report, do not touch
-		// the table.
-		it.action = actConfigFail
-		return
-	}
-	it.newStatus = Status{Kind: StatusKindDone, UpdatedAt: job.now}
-	if err != nil {
-		it.newStatus = Status{Kind: StatusKindError, UpdatedAt: job.now, Error: err.Error()}
-	}
-	l.breaker.observe(err == nil, it.giveUp, it.newStatus.Error, it.failures > 0, job.now, l.backoff)
-	if err != nil && it.status.Kind == StatusKindError && it.status.Error == it.newStatus.Error {
-		// A retry failed as the last attempt did, and the object says so
-		// already: skip the write (and the change it would echo back to
-		// us). In a retry storm this is most of the work. If the object
-		// changed meanwhile, the change iterator delivers it and that
-		// drops the retry scheduled for it.
-		it.action = actSameError
-		return
-	}
-	it.action = actWrite
-	job.writes = append(job.writes, it)
-}
-
-// write makes the job's status writes in one write transaction, each a
-// compare-and-swap on the revision the operation saw. It may run on the
-// committer goroutine: it reads the items' objects and status and sets
-// their outcome, fields the loop leaves alone while the items are busy,
-// and touches no other state of the loop.
-func (r *reconciler[Obj]) write(ctx context.Context, job *commitJob[Obj]) {
-	if len(job.writes) == 0 {
-		return
-	}
-	wtxn := r.db.WriteTxn(r.cfg.Table)
-	defer wtxn.Abort()
-	for _, it := range job.writes {
-		it.outcome = r.writeStatus(wtxn, it)
+		v, w, ok := l.judge(res, now)
+		if !ok {
+			continue
+		}
+		oldest = earlier(oldest, v.r.pickedAt)
+		if v.write = -1; w.key != "" {
+			v.write = len(writes)
+			writes = append(writes, w)
+		}
+		verdicts = append(verdicts, v)
 	}
 	if ctx.Err() != nil {
-		// Stopping: write nothing after Stop.
-		job.aborted = true
-		return
+		return true // stopping: nothing is written after Stop
 	}
-	wtxn.Commit()
-}
-
-// finish does what the results ask for once the writes landed: failing
-// set, retries, metrics, and a finished prune (after the objects: the
-// results taken with it came in before it started, and a successful prune
-// settles the failed deletes among them); then frees the keys and handles
-// what changed while they were busy.
-func (l *loop[Obj]) finish(job *commitJob[Obj], ts *loopTimers) {
-	if job.aborted {
-		return // stopping: the loop is on its way out, the keys stay busy
+	committedAt := l.writeAll(writes)
+	realized := l.realized[:0]
+	for i := range verdicts {
+		var w *statusWrite[Obj]
+		if j := verdicts[i].write; j >= 0 {
+			w = &writes[j]
+		}
+		if d, ok := l.settleVerdict(&verdicts[i], w, now, committedAt); ok {
+			realized = append(realized, d)
+		}
 	}
-	now := job.now
-	var committedAt time.Time
-	if len(job.writes) > 0 {
-		// job.now is when the commit was planned, before inline
-		// operations ran: realization ends now, the writes landed.
-		committedAt = time.Now()
-	}
-	for _, it := range job.items {
-		l.finishItem(it, now)
-		job.noteRealized(it, committedAt)
-	}
-	l.reportRealized(job.realized)
-	for i := range job.prunes {
-		l.pruneDone(&job.prunes[i], now, ts)
-	}
-	if n := len(job.items); n > 0 {
-		d := time.Since(l.roundStart(job.items))
+	l.reportRealized(realized)
+	l.realized = realized[:0]
+	if n := len(verdicts); n > 0 {
+		d := time.Since(oldest)
 		l.metrics.Round(n, d)
 		l.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
 	}
-	// The keys are free again; handle what changed while they were busy.
-	for _, it := range job.items {
-		l.unbusy(it)
-		if it.hasNext && !l.sameRequest(it) {
-			l.onChange(it.next, it.nextFloor)
+	return true
+}
+
+// judge decides what a result asks for. It reports false for a result
+// nobody waits for any more: its request was replaced, or it already
+// counted as failed when it ran past its timeout.
+func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w statusWrite[Obj], ok bool) {
+	r := l.work.byKey[res.key]
+	if r == nil {
+		return v, w, false
+	}
+	if res.overdue {
+		if !l.work.overdue(r, res.attempt) {
+			return v, w, false
 		}
-		l.release(it)
+		res.err = timeoutError(res.op, l.cfg.OperationTimeout)
+		l.metrics.Operation(res.op, ResultTimeout, 1, l.cfg.OperationTimeout)
+	} else if !l.work.returned(r, res.attempt) {
+		return v, w, false
 	}
-	job.reset()
-	l.freeJobs = append(l.freeJobs, job)
-}
-
-// sameRequest reports whether the change seen while it was busy carries the
-// very request it just reconciled: another reconciler's status write on a
-// shared object, seen before our own write. Handling it again would repeat
-// the operation for nothing.
-func (l *loop[Obj]) sameRequest(it *item[Obj]) bool {
-	if it.next.deleted || it.deleted || it.status.ID == 0 {
-		return false
+	r.tried = true // its result is in: the change has been attempted
+	v = verdict[Obj]{r: r, res: res}
+	if res.err != nil && !isDeferral(res.err) {
+		v.err, v.giveUp = l.failure(res.err, r.attempts)
 	}
-	st := l.cfg.GetObjectStatus(it.next.obj)
-	return st.ID == it.status.ID && st.Kind == it.status.Kind
-}
-
-// roundStart is when the oldest of the committed items was picked up.
-func (l *loop[Obj]) roundStart(items []*item[Obj]) time.Time {
-	oldest := time.Now()
-	for _, it := range items {
-		if it.pickedAt.Before(oldest) {
-			oldest = it.pickedAt
+	if r.deleted || isDeferral(res.err) || (!res.cloned && !res.overdue) {
+		return v, w, true // nothing to write (or nothing to write it into)
+	}
+	st := Status{Kind: StatusKindDone, UpdatedAt: now}
+	if v.err != nil {
+		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: v.err.Error()}
+		if r.expect.Kind == StatusKindError && r.expect.Error == st.Error {
+			// Failed as the object says already: skip the write (and
+			// the change it would echo back). In a retry storm this is
+			// most of the work.
+			return v, w, true
 		}
 	}
-	return oldest
+	w = statusWrite[Obj]{key: r.key, obj: r.obj, rev: res.rev, target: res.target, hasTarget: res.cloned,
+		expect: r.expect, status: st}
+	if !res.cloned {
+		// Overdue, the operation still holds its clone: write into a
+		// copy of the object as last read.
+		w.rev = r.rev
+	}
+	return v, w, true
 }
 
-// finishItem records one object's result and schedules its retry.
-func (l *loop[Obj]) finishItem(it *item[Obj], now time.Time) {
-	err := it.statusErr
-	switch it.action {
-	case actDelete:
-		l.finishDelete(it, now)
-		return
-	case actDeferred:
-		l.retryDeferred(it, now)
-		return
-	case actConfigFail:
-		l.configFailure(it, err, it.giveUp, now)
-		return
-	case actSameError:
-		l.retryFailed(it, now)
-		return
+// writeAll makes the writes in one write transaction and returns when it
+// was committed (zero when there was nothing to write).
+func (l *loop[Obj]) writeAll(writes []statusWrite[Obj]) time.Time {
+	if len(writes) == 0 {
+		return time.Time{}
 	}
-	switch it.outcome {
-	case statusStale:
-		return // a newer revision follows
-	case statusKeyChanged:
-		err = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
-		l.configFailure(it, err, true, now)
-		return
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	for i := range writes {
+		writes[i].outcome = l.writeStatus(wtxn, &writes[i])
 	}
+	wtxn.Commit()
+	return time.Now()
+}
+
+// writeStatus stores w's status if, and only if, this reconciler's status
+// in the current object is still the one the request expects, whatever
+// else changed (the data, another reconciler's status in a StatusSet).
+// Otherwise a newer request exists, and the change iterator delivers it.
+// When the object is exactly the one the operation saw, the operation's
+// clone is written, keeping what Update set on it.
+func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
+	target, err := w.target, error(nil)
+	if !w.hasTarget {
+		target, err = r.clone(w.obj)
+	}
+	if err == nil {
+		obj := r.cfg.SetObjectStatus(target, w.status)
+		if r.keyOf(obj) != w.key {
+			return writeKeyChanged
+		}
+		if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, w.rev, obj); err == nil {
+			// Revisions are unique across the table: only this very
+			// object, whose status the request was read from, matched.
+			return writeLanded
+		} else if !errors.Is(err, statedb.ErrRevisionNotEqual) {
+			return writeSuperseded // deleted meanwhile: the delete follows
+		}
+	}
+	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(w.obj))
+	if !found || !sameStatus(r.cfg.GetObjectStatus(cur), w.expect) {
+		return writeSuperseded
+	}
+	clone, err := r.clone(cur)
+	if err != nil {
+		return writeSuperseded // reported when the operation's own clone fails
+	}
+	merged := r.cfg.SetObjectStatus(clone, w.status)
+	if r.keyOf(merged) != w.key {
+		return writeKeyChanged
+	}
+	if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
+		return writeSuperseded
+	}
+	return writeLanded
+}
+
+// settleVerdict moves a request on after its commit. It returns the
+// realization latency of a change it marked Done.
+func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
+	r, res := v.r, v.res
 	switch {
-	case err == nil:
-		l.status.clearFailing(it.key)
-	case it.giveUp:
-		l.status.setFailing(it.key, err.Error(), false, now)
-	default:
-		l.status.setFailing(it.key, err.Error(), false, now)
-		l.retryFailed(it, now)
+	case w != nil && w.outcome == writeSuperseded:
+		l.work.settle(r) // a newer request for this reconciler follows
+		return 0, false
+	case w != nil && w.outcome == writeKeyChanged:
+		v.err, v.giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
+	case w != nil && v.err != nil:
+		l.work.setExpect(r, w.status)
 	}
+	if isDeferral(res.err) {
+		d, _ := retryAfter(res.err)
+		l.work.retry(r, now.Add(d), true, "", now)
+		return 0, false
+	}
+	if v.err == nil && (r.deleted || res.cloned) {
+		l.breaker.observe(true, false, "", r.attempts > 0, now, l.backoff)
+		start := r.requestedAt
+		l.work.settle(r)
+		if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
+			return 0, false
+		}
+		return committedAt.Sub(start), true
+	}
+	if v.err == nil {
+		v.err = fmt.Errorf("%w: Config.CloneObject failed", ErrInvalidConfig)
+		v.giveUp = true
+	}
+	l.failed(r, v.err, v.giveUp, res, now)
+	return 0, false
 }
 
-// failure wraps the error of an attempt after failures earlier ones for
-// the status, and reports whether the object is given up on (Permanent, a
-// misconfiguration, or MaxRetries spent).
-func (r *reconciler[Obj]) failure(err error, failures int) (error, bool) {
-	if IsPermanent(err) || errors.Is(err, ErrInvalidConfig) {
-		return err, true
+// failed records a failed attempt: the request is given up on (held) or
+// scheduled for a retry after RetryAfter's delay or the backoff.
+func (l *loop[Obj]) failed(r *request[Obj], err error, giveUp bool, res *result[Obj], now time.Time) {
+	msg := err.Error()
+	if r.deleted {
+		msg = "delete: " + msg
 	}
-	if r.cfg.MaxRetries > 0 && failures+1 >= r.cfg.MaxRetries {
-		return fmt.Errorf("%w after %d attempts: %w", ErrRetriesExhausted, failures+1, err), true
-	}
-	return err, false
-}
-
-// retryDelay is RetryAfter's delay if the operation asked for one, else the
-// jittered backoff.
-func (l *loop[Obj]) retryDelay(it *item[Obj]) time.Duration {
-	if d, ok := retryAfter(it.err); ok {
-		return d
-	}
-	return l.backoff.delay(it.failures + 1)
-}
-
-// statusWrite is what became of a status write.
-type statusWrite int
-
-const (
-	statusLanded     statusWrite = iota
-	statusStale                  // the object changed or went: a newer revision follows
-	statusKeyChanged             // SetObjectStatus returned an object with another primary key
-)
-
-// writeStatus stores the item's new status in its object with a
-// compare-and-swap.
-func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, it *item[Obj]) statusWrite {
-	st := it.newStatus
-	obj := r.cfg.SetObjectStatus(it.target, st)
-	_, _, err := r.cfg.Table.CompareAndSwap(wtxn, it.rev, obj)
-	if err == nil {
-		// Revisions are unique across the table, so the swap can only
-		// have matched this very object: the key is unchanged.
-		return statusLanded
-	}
-	if r.keyOf(obj) != it.key {
-		return statusKeyChanged
-	}
-	if !errors.Is(err, statedb.ErrRevisionNotEqual) {
-		return statusStale // deleted meanwhile: the delete follows
-	}
-	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(it.obj))
-	if !found {
-		return statusStale
-	}
-	cs := r.cfg.GetObjectStatus(cur)
-	if it.status.ID == 0 || cs.ID != it.status.ID || cs.Kind != it.status.Kind {
-		return statusStale // a new request: its revision will be reconciled
-	}
-	merged := r.cfg.SetObjectStatus(r.cfg.CloneObject(cur), st)
-	if _, _, err = r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
-		return statusStale
-	}
-	return statusLanded
-}
-
-// configFailure reports an object that could not be handled because the
-// Config's functions misbehave. Nothing is written to the table; the object
-// counts as failing and, unless the misbehaviour is certain to repeat
-// (ErrInvalidConfig) or it is given up on, is retried.
-func (l *loop[Obj]) configFailure(it *item[Obj], err error, giveUp bool, now time.Time) {
-	if err == nil {
-		err = fmt.Errorf("%w: Config.CloneObject failed", ErrInvalidConfig)
-	}
-	l.status.setFailing(it.key, err.Error(), false, now)
-	if errors.Is(err, ErrInvalidConfig) {
-		l.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(it.key), "error", err)
+	l.breaker.observe(false, giveUp, msg, r.attempts > 0, now, l.backoff)
+	l.status.recent.add(recentError{key: r.key, err: msg, at: now})
+	l.failLog.write(&r.loggedErr, &r.loggedAt, r.key, res.op, msg, r.attempts+1, now)
+	r.attempts++
+	if giveUp {
+		l.work.hold(r, msg, errors.Is(err, ErrInvalidConfig), now)
+		if errors.Is(err, ErrInvalidConfig) {
+			l.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", err)
+		}
 		return
 	}
-	if !giveUp {
-		l.retryFailed(it, now)
+	delay := l.backoff.delay(r.attempts)
+	if d, ok := retryAfter(res.err); ok {
+		delay = d
 	}
-}
-
-// finishDelete records a delete's result. There is no status to write: the
-// object is gone from the table.
-func (l *loop[Obj]) finishDelete(it *item[Obj], now time.Time) {
-	if it.err == nil {
-		l.breaker.observe(true, false, "", it.failures > 0, now, l.backoff)
-		l.status.clearFailing(it.key)
-		return
-	}
-	if it.reinserted {
-		// Inserted again: Update of the new object supersedes the delete.
-		l.status.clearFailing(it.key)
-		return
-	}
-	if isDeferral(it.err) {
-		l.retryDeferred(it, now)
-		return
-	}
-	err, giveUp := l.failure(it.err, it.failures)
-	l.breaker.observe(false, giveUp, err.Error(), it.failures > 0, now, l.backoff)
-	l.status.setFailing(it.key, "delete: "+err.Error(), true, now)
-	if !giveUp {
-		l.retryFailed(it, now)
-	}
-}
-
-// retryFailed schedules the retry of a failed attempt: one failure more,
-// after RetryAfter's delay or the backoff.
-func (l *loop[Obj]) retryFailed(it *item[Obj], now time.Time) {
-	l.scheduleRetry(it, it.rev, it.failures+1, false, now.Add(l.retryDelay(it)))
-}
-
-// retryDeferred schedules the retry an operation asked for with
-// RetryAfter(d, nil): not a failure, so the count stays.
-func (l *loop[Obj]) retryDeferred(it *item[Obj], now time.Time) {
-	d, _ := retryAfter(it.err)
-	l.scheduleRetry(it, it.rev, it.failures, true, now.Add(d))
-}
-
-func (l *loop[Obj]) scheduleRetry(it *item[Obj], rev statedb.Revision, failures int, deferred bool, due time.Time) {
-	l.retries.add(&retryEntry[Obj]{
-		key:      it.key,
-		obj:      it.obj,
-		rev:      rev,
-		origRev:  it.origRev,
-		deleted:  it.deleted,
-		deferred: deferred,
-		failures: failures,
-		due:      due,
-		// The object's status is Error now: the retry's realization
-		// still counts from the change it retries.
-		requestedAt: it.realizationStart(),
-	})
+	l.work.retry(r, now.Add(delay), false, msg, now)
 	l.metrics.RetryScheduled()
 }

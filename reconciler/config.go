@@ -43,6 +43,21 @@ const (
 	DefaultRefreshRate     = 100
 )
 
+// Upper bounds of the sizing fields. Beyond them a reconciler does not get
+// faster, only larger: New refuses them rather than let a typo cost
+// gigabytes or stall every writer of the table.
+const (
+	// A round's status writes are one write transaction, which holds the
+	// table's lock: a million of them keep every other writer waiting for
+	// about a second.
+	MaxRoundSize = 1 << 20
+
+	// Each unit of concurrency may be a goroutine with its own stack and
+	// an operation in flight against the target; no target we know of
+	// serves more than a few thousand at once from one client.
+	MaxConcurrency = 4096
+)
+
 // Config describes one reconciler. Table, GetObjectStatus, SetObjectStatus,
 // CloneObject and Operations are required; for every other field the zero
 // value means the documented default. New rejects a bad Config with an error
@@ -92,7 +107,8 @@ type Config[Obj any] struct {
 
 	// Name tells reconcilers of one module apart in metrics, job names,
 	// health and script commands. Optional when a module has one
-	// reconciler.
+	// reconciler. At most 64 letters, digits, '-', '_' and '.': '/'
+	// separates modules in the names health and the commands print.
 	Name string
 
 	// RoundSize is the most objects one round picks up (changes plus due
@@ -119,13 +135,19 @@ type Config[Obj any] struct {
 	// from that.
 	Concurrency int
 
-	// OperationTimeout bounds each operation through its context; one that
-	// runs longer fails with an error wrapping ErrTimeout and is retried.
-	// An operation that ignores its context and runs on past its deadline
-	// hands its worker's place to a new worker (at most Concurrency such
-	// at once), so the other objects keep flowing; a full reconciliation
-	// is postponed rather than wait for it. Stopping the hive still waits
-	// for it to return. Default: no timeout.
+	// OperationTimeout bounds each operation through its context. At its
+	// deadline the attempt counts as failed with an error wrapping
+	// ErrTimeout (in the status, health, Status() and the metrics) and is
+	// retried, whether or not the call has returned; a result that comes
+	// later is discarded. An operation that ignores its context and runs
+	// on past its deadline hands its worker's place to a new worker (at
+	// most Concurrency such at once), so the other objects keep flowing.
+	// What such an operation can still do: it keeps its key (no other
+	// operation for that object starts until it returns), it may still
+	// change the target, and stopping the hive waits for it to return. A
+	// Prune past its deadline is abandoned: incremental rounds go on
+	// beside it, and the full reconciliation is retried after it returns.
+	// Default, and Off: no timeout.
 	OperationTimeout time.Duration
 
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff of
@@ -196,7 +218,25 @@ func (cfg Config[Obj]) withDefaults() Config[Obj] {
 	if cfg.RefreshRateLimiter == nil {
 		cfg.RefreshRateLimiter = rate.NewLimiter(DefaultRefreshRate, DefaultRefreshRate)
 	}
+	if cfg.OperationTimeout == Off {
+		cfg.OperationTimeout = 0
+	}
 	return cfg
+}
+
+// validName reports whether name is usable as Config.Name.
+func validName(name string) bool {
+	if len(name) > 64 {
+		return false
+	}
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // validateShape checks, before the defaults are filled in, that exactly one
@@ -239,12 +279,16 @@ func (cfg Config[Obj]) validate() error {
 		return bad("Config.SetObjectStatus is required")
 	case cfg.CloneObject == nil:
 		return bad("Config.CloneObject is required")
-	case cfg.RoundSize < 0:
-		return bad("Config.RoundSize must not be negative, got %d", cfg.RoundSize)
-	case cfg.Concurrency < 0:
-		return bad("Config.Concurrency must not be negative, got %d", cfg.Concurrency)
-	case cfg.OperationTimeout < 0:
-		return bad("Config.OperationTimeout must not be negative, got %s", cfg.OperationTimeout)
+	case cfg.RoundSize < 0 || cfg.RoundSize > MaxRoundSize:
+		return bad("Config.RoundSize must be between 0 and %d (MaxRoundSize: one round's writes hold the table's lock), got %d",
+			MaxRoundSize, cfg.RoundSize)
+	case cfg.Concurrency < 0 || cfg.Concurrency > MaxConcurrency:
+		return bad("Config.Concurrency must be between 0 and %d (MaxConcurrency: each is a goroutine and an operation in flight), got %d",
+			MaxConcurrency, cfg.Concurrency)
+	case cfg.OperationTimeout < 0 && cfg.OperationTimeout != Off:
+		return bad("Config.OperationTimeout must be positive or Off, got %s", cfg.OperationTimeout)
+	case !validName(cfg.Name):
+		return bad("Config.Name %q may hold only letters, digits, '-', '_' and '.', at most 64 of them", cfg.Name)
 	case cfg.RetryBackoffMin < 0:
 		return bad("Config.RetryBackoffMin must not be negative, got %s", cfg.RetryBackoffMin)
 	case cfg.RetryBackoffMax < 0:

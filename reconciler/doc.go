@@ -11,20 +11,41 @@
 //
 // A writer inserts an object with StatusPending() (or deletes it). The
 // reconciler's loop reads the table's changes in revision order, deletes
-// included, and picks up at most Config.RoundSize objects per round, paced
-// by Config.RoundRateLimiter. Their operations run on a clone of the object,
-// up to Config.Concurrency at once and never two for one primary key; the
-// results are committed in one write transaction per round, each with a
-// compare-and-swap on the revision the operation saw, so a stale result
-// never overwrites a newer object. When more changes are waiting, the writes
-// go to a committer goroutine and the next round is read and run while they
-// wait for and hold the table's write lock. Success marks the object Done;
-// failure marks it Error and schedules a retry with jittered exponential
-// backoff, unless the error is Permanent, MaxRetries is spent, or the
-// operation asked for RetryAfter. Full reconciliation (Prune with every
-// desired object, then refresh of objects Done for longer than
-// Config.RefreshInterval) runs once the table is initialized, every
-// Config.FullReconciliationInterval, and on TriggerFullReconciliation.
+// included, and turns each change that asks something of it into a
+// request: at most Config.RoundSize outstanding at once, rounds paced by
+// Config.RoundRateLimiter. Requests run on up to Config.Concurrency
+// workers, on a clone of the object, never two for one primary key; a
+// newer change of a key in flight waits for it, and then replaces it. The
+// results of a step are committed in one write transaction. A status is
+// written only while this reconciler's status in the current object is
+// still the one the request read (or last wrote), whatever else changed
+// (the data, another reconciler's entry in a StatusSet): otherwise a newer
+// request exists, and the change iterator delivers it. Success marks the
+// object Done; failure marks it Error and schedules a retry with jittered
+// exponential backoff, unless the error is Permanent, MaxRetries is spent,
+// or the operation asked for RetryAfter. A retry hands Update the object
+// with the status that asked for the work (Pending or Refreshing). Full
+// reconciliation (Prune with every desired object, then refresh of
+// objects Done for longer than Config.RefreshInterval) runs once the
+// table is initialized, every Config.FullReconciliationInterval, and on
+// TriggerFullReconciliation.
+//
+// # Who owns what
+//
+// One goroutine, the loop, owns all of a reconciler's state: the
+// outstanding work (work.go: per key, the revision that asked, the status
+// as read and as written, attempts, the next retry or why none, the
+// attempt in flight), the retry heaps, the breaker, the full
+// reconciliation and the health. Status(), health, the gauges and the
+// three waits are all derived from the outstanding work after each step
+// and published: Status() reads an atomic pointer, the waits a mutex-held
+// value and its channel. Workers own nothing: each is handed a task (the
+// object, its revision, an attempt id) and hands back a result value
+// through the executor's mutex-held queue (workers.go). An attempt that
+// passes OperationTimeout is reported failed by the timer's goroutine
+// through the same queue; its own result, when it comes, is discarded.
+// The whole-set loop owns its pending changes the same way and runs each
+// Sync on a goroutine of its own.
 //
 // # Whole-set targets
 //
@@ -45,8 +66,14 @@
 //   - No status is written and no operation started after the hive stops;
 //     operations in flight see a cancelled context.
 //   - An operation that panics, errs or hangs harms only its own object:
-//     panics are recovered (ErrPanic), OperationTimeout bounds each call
-//     (ErrTimeout), and a worker stuck past its deadline is replaced.
+//     panics are recovered (ErrPanic); past OperationTimeout an attempt
+//     counts as failed (ErrTimeout) whether or not it returns, and a worker
+//     stuck there is replaced; a Prune stuck there is abandoned, and the
+//     objects reconciled beside it are refreshed once it returns.
+//   - The waits never return early and never report success while a
+//     misconfiguration keeps objects from being reconciled: they return
+//     its error. Two reconcilers that would read and write the same status
+//     are refused at New.
 //   - Bad configuration fails New with an error wrapping ErrInvalidConfig
 //     that names the field.
 //   - Work per round is proportional to what changed, not to the table.

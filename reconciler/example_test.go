@@ -70,14 +70,17 @@ func (k *kernel) Prune(_ context.Context, _ statedb.ReadTxn, desired iter.Seq2[*
 	return nil
 }
 
-// Example shows a complete program: a table of routes, a reconciler that
-// keeps a (fake) kernel in sync with it, and a test-style wait until the
-// routes are in.
+// Example shows a complete program: a table of routes with an initializer
+// (the reconciler prunes nothing until the initial set is in), a
+// reconciler that keeps a (fake) kernel in sync with it, and a test-style
+// wait until the routes are in. example/quickstart is the same as a
+// main package.
 func Example() {
 	k := &kernel{routes: map[string]string{}}
 	var (
-		db     *statedb.DB
-		routes statedb.RWTable[*Route]
+		db          *statedb.DB
+		routes      statedb.RWTable[*Route]
+		initialized func(statedb.WriteTxn)
 	)
 	h := hive.New(
 		statedb.Cell, job.Cell, reconciler.Cell,
@@ -89,6 +92,10 @@ func Example() {
 				if routes, err = statedb.NewTable(db, "routes", routeByDest, routeStatus); err != nil {
 					return err
 				}
+				// Nothing is pruned until the initial routes are in.
+				wtxn := db.WriteTxn(routes)
+				initialized = routes.RegisterInitializer(wtxn, "initial-routes")
+				wtxn.Commit()
 				return reconciler.Register(reconciler.Config[*Route]{
 					Table:           routes,
 					GetObjectStatus: func(r *Route) reconciler.Status { return r.Status },
@@ -105,10 +112,11 @@ func Example() {
 	}
 	defer h.Stop(log, context.Background())
 
-	// Desire two routes.
+	// Desire two routes: the initial set, so the table is initialized.
 	wtxn := db.WriteTxn(routes)
 	routes.Insert(wtxn, &Route{Dest: "10.0.0.0/8", Via: "192.168.1.1", Status: reconciler.StatusPending()})
 	routes.Insert(wtxn, &Route{Dest: "10.1.0.0/16", Via: "192.168.1.2", Status: reconciler.StatusPending()})
+	initialized(wtxn)
 	wtxn.Commit()
 
 	// Wait until they are Done, then look at the kernel.

@@ -20,6 +20,12 @@ type feed[Obj any] struct {
 	// status at or below it was left by an earlier run, whose retry queue
 	// is gone; the objects at or below it were there before the run.
 	startRev statedb.Revision
+	// noInitializer is set when, as the run began, nobody had registered
+	// an initializer on the table and nothing had been written to it: the
+	// table counts as initialized, but its desired set is most likely
+	// still to come. (PendingInitializers is nil only when no
+	// initializer was ever registered.)
+	noInitializer bool
 }
 
 // open starts reading table's changes. The first read is due at once
@@ -37,6 +43,7 @@ func (f *feed[Obj]) open(db *statedb.DB, table statedb.RWTable[Obj]) error {
 	f.changes = changes
 	f.startRev = table.Revision(txn)
 	f.initialized, f.initWatch = table.Initialized(txn)
+	f.noInitializer = f.startRev == 0 && table.PendingInitializers(txn) == nil
 	f.changesWatch = closedCh
 	return nil
 }

@@ -9,76 +9,132 @@ import (
 )
 
 // fullState tracks full reconciliation: Prune, then refresh.
-type fullState struct {
+type fullState[Obj any] struct {
 	wanted  bool      // requested: on start, by the timer or by a trigger
-	pruning bool      // the prune task is out
-	stuck   int       // postponed while this many operations were stuck past their deadline
+	pruning bool      // the prune's result is awaited
+	running bool      // the prune still executes (it may be overdue)
+	attempt uint64    // the awaited prune's attempt id
 	since   time.Time // when the current one began waiting for in-flight work
 	lastErr error     // the last prune's error, reported in health
+	// postponed is set while operations past their timeout still run: a
+	// prune waits for them rather than run beside them, and the other
+	// objects keep flowing meanwhile.
+	postponed bool
+	// warned is set once the wait for a first write (feed.noInitializer)
+	// has been logged.
+	warned bool
+	// touched holds the keys whose Update started while an abandoned
+	// prune still ran: its snapshot predates them, so it may remove what
+	// they applied. They are refreshed once it returns.
+	touched map[string]Obj
 }
+
+// abandoned reports whether a prune past its timeout still runs.
+func (f *fullState[Obj]) abandoned() bool { return f.running && !f.pruning }
 
 // draining reports whether new operations are held back so that a prune
 // can run alone.
-func (f *fullState) draining() bool { return f.pruning || f.since != (time.Time{}) }
+func (f *fullState[Obj]) draining() bool { return f.pruning || f.since != (time.Time{}) }
 
 // stepFull starts a full reconciliation when one is wanted, the table is
 // initialized (pruning a half-filled table would delete real state) and
 // no Update or Delete is running.
-func (l *loop[Obj]) stepFull(now time.Time, ts *loopTimers) {
-	if !l.full.wanted || !l.initialized || l.suspended() || l.full.pruning {
+func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers) {
+	if !l.full.wanted || l.suspended() || l.full.pruning || l.full.running || !l.pruneAllowed() {
 		return
-	}
-	if l.full.stuck > 0 {
-		if int(l.abandoned.Load()) >= l.full.stuck {
-			return // postponed until a stuck operation returns
-		}
-		l.full.stuck = 0
 	}
 	if l.full.since.IsZero() {
 		l.full.since = now
 	}
-	if l.outJobs > 0 {
-		// Results are still being written: wait for them to land (that
-		// wakes the loop), so that the prune's outcome is judged against
-		// a settled failing set (a successful prune settles the failed
-		// deletes it finds there).
-		return
-	}
-	if inFlight := l.results.inFlight(); inFlight > 0 {
-		// Prune never runs beside an Update or Delete, so wait for the
-		// operations in flight; the last result to arrive wakes the loop.
-		// But if all that is left are operations stuck past their
-		// deadline, waiting would stop every other object for as long as
-		// they hang: postpone instead, keep reconciling, and try again
-		// once one of them returns.
-		if stuck := int(l.abandoned.Load()); stuck > 0 && inFlight <= stuck {
-			l.full.since = time.Time{}
-			l.full.stuck = stuck
-			l.log.Warn("Full reconciliation postponed: operations are stuck past their timeout", "stuck", stuck)
+	if running := l.work.running; running > 0 {
+		// Prune never runs beside an Update or Delete: wait for the
+		// operations in flight (the last to return wakes the loop). But
+		// when all that is left are operations past their timeout,
+		// waiting would stop every other object for as long as they
+		// hang: postpone, keep reconciling, and look again when one
+		// returns.
+		if stuck := l.overdueRunning(); stuck > 0 && running <= stuck {
+			if !l.full.postponed {
+				l.log.Warn("Full reconciliation postponed: operations are stuck past their timeout", "stuck", stuck)
+			}
+			l.full.since, l.full.postponed = time.Time{}, true
 		}
 		return
 	}
-	l.full.wanted = false
-	l.full.pruning = true
+	l.full.wanted, l.full.postponed = false, false
+	l.full.pruning, l.full.running = true, true
+	l.work.lastAttempt++
+	l.full.attempt = l.work.lastAttempt
 	ts.full.disarm()
-	l.results.started(1)
-	l.submit(task[Obj]{op: OpPrune, txn: l.db.ReadTxn()})
+	l.exec.submit(ctx, task[Obj]{op: OpPrune, txn: l.db.ReadTxn(), attempt: l.full.attempt})
+}
+
+// pruneAllowed reports whether the desired set is complete enough to
+// prune against: the table is initialized and, when nobody registered an
+// initializer on it, it has been written to at least once. A program that
+// inserts its desired objects only after start, without an initializer,
+// would otherwise have its target wiped by the first prune.
+func (l *loop[Obj]) pruneAllowed() bool {
+	if !l.initialized {
+		return false
+	}
+	if !l.noInitializer {
+		return true
+	}
+	if l.cfg.Table.Revision(l.db.ReadTxn()) > 0 {
+		l.noInitializer = false
+		return true
+	}
+	if !l.full.warned {
+		l.full.warned = true
+		l.log.Warn("Prune waits for the first write to the table: it has no initializer. " +
+			"Register one with RegisterInitializer and mark it done once the desired set is complete.")
+	}
+	return false
+}
+
+// overdueRunning counts the operations still executing whose results were
+// already given up on.
+func (l *loop[Obj]) overdueRunning() int {
+	n := 0
+	for _, r := range l.work.byKey {
+		if r.running != 0 && r.running != r.attempt {
+			n++
+		}
+	}
+	return n
 }
 
 // pruneDone handles the prune's result: report it, start the refresh pass
-// and schedule the next full reconciliation.
-func (l *loop[Obj]) pruneDone(t *task[Obj], now time.Time, ts *loopTimers) {
-	l.metrics.FullReconciliation(now.Sub(l.full.since), t.err)
-	l.lastFull = FullInfo{At: now, Duration: now.Sub(l.full.since)}
-	if t.err != nil {
-		l.lastFull.Error = t.err.Error()
+// and schedule the next full reconciliation. A prune past its timeout is
+// reported failed at once; it may run on, and no other prune starts until
+// it returns.
+func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
+	if !res.overdue {
+		if l.full.abandoned() {
+			l.repairTouched(now)
+		}
+		l.full.running = false
 	}
-	l.full.lastErr = t.err
+	if !l.full.pruning || res.attempt != l.full.attempt {
+		return // the result of a prune already reported overdue
+	}
+	err := res.err
+	if res.overdue {
+		err = timeoutError(OpPrune, l.cfg.OperationTimeout)
+		l.log.Warn("Prune ran past its timeout; abandoned, retried later", "timeout", l.cfg.OperationTimeout)
+	}
 	l.full.pruning = false
+	l.metrics.FullReconciliation(now.Sub(l.full.since), err)
+	l.lastFull = FullInfo{At: now, Duration: now.Sub(l.full.since)}
 	l.full.since = time.Time{}
+	l.full.lastErr = err
 	l.status.dirty = true
-	if t.err != nil {
-		l.log.Warn("Prune failed; retried at the next full reconciliation", "error", t.err)
+	if err != nil {
+		l.lastFull.Error = err.Error()
+		if !res.overdue {
+			l.log.Warn("Prune failed; retried at the next full reconciliation", "error", err)
+		}
 	} else {
 		l.settleFailedDeletes()
 	}
@@ -90,22 +146,41 @@ func (l *loop[Obj]) pruneDone(t *task[Obj], now time.Time, ts *loopTimers) {
 	}
 }
 
+// repairTouched marks Refreshing the objects Done since an abandoned
+// prune began, so Update applies again what it may have removed.
+func (l *loop[Obj]) repairTouched(now time.Time) {
+	if len(l.full.touched) == 0 {
+		return
+	}
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	for _, old := range l.full.touched {
+		obj, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(old))
+		if !found || l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
+			continue // gone, or outstanding: it is reconciled again anyway
+		}
+		clone, err := l.clone(obj)
+		if err != nil {
+			continue
+		}
+		obj = l.cfg.SetObjectStatus(clone, Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
+		l.cfg.Table.CompareAndSwap(wtxn, rev, obj)
+	}
+	wtxn.Commit()
+	l.full.touched = nil
+}
+
 // settleFailedDeletes forgets the failed deletes after a successful prune:
 // the prune was given every desired object and ran with no operation in
 // flight, so it removed what the failed deletes left in the target. (A key
 // inserted again since is reconciled by Update as usual.)
 func (l *loop[Obj]) settleFailedDeletes() {
-	if l.status.failingDeletes == 0 {
+	if l.work.failingDeletes == 0 {
 		return
 	}
-	for key, f := range l.status.failing {
-		if !f.deleted {
-			continue
+	for _, r := range l.work.byKey {
+		if r.deleted && r.err != "" && (r.state == stRetrying || r.state == stHeld) {
+			l.work.settle(r)
 		}
-		if e, ok := l.retries.byKey[key]; ok && e.deleted {
-			l.retries.remove(key)
-		}
-		l.status.clearFailing(key)
 	}
 }
 
@@ -187,21 +262,14 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 // refreshable reports whether obj is due for a refresh: Done for longer than
 // RefreshInterval, or given up on (Error with no retry coming) for as long.
 func (l *loop[Obj]) refreshable(key string, obj Obj, cutoff time.Time) bool {
-	if _, busy := l.busy[key]; busy {
-		return false
+	if r, ok := l.work.byKey[key]; ok && r.state != stHeld {
+		return false // outstanding: it is being reconciled anyway
 	}
 	st := l.cfg.GetObjectStatus(obj)
 	if !st.UpdatedAt.Before(cutoff) {
 		return false
 	}
-	switch st.Kind {
-	case StatusKindDone:
-		return true
-	case StatusKindError:
-		_, retrying := l.retries.byKey[key]
-		return !retrying
-	}
-	return false
+	return st.Kind == StatusKindDone || st.Kind == StatusKindError
 }
 
 // tokenWait is how long until lim has a whole token.

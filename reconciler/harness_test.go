@@ -6,7 +6,6 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +123,9 @@ type fixture struct {
 
 	reconcilers map[string]reconciler.Reconciler[*testObject]
 	targets     map[string]*fake.Target
+	// marks holds, per target, the position in its history after which
+	// target/expect looks (see the target/expect command).
+	marks map[string]int
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -132,6 +134,7 @@ func newFixture(t testing.TB) *fixture {
 		log:         hivetest.Logger(t),
 		reconcilers: map[string]reconciler.Reconciler[*testObject]{},
 		targets:     map[string]*fake.Target{},
+		marks:       map[string]int{},
 	}
 	f.hive = hive.New(
 		statedb.Cell,
@@ -303,20 +306,28 @@ func (f *fixture) waitReconciled(ctx context.Context, r reconciler.Reconciler[*t
 	return nil
 }
 
-// commands are the script commands of the fixture, besides the hive's own.
-func (f *fixture) commands() map[string]script.Cmd {
-	nameFlag := func(fs *pflag.FlagSet) { fs.String("name", "", "reconciler (and target) name") }
-	withName := func(extra func(fs *pflag.FlagSet)) func(fs *pflag.FlagSet) {
-		return func(fs *pflag.FlagSet) {
-			nameFlag(fs)
-			if extra != nil {
-				extra(fs)
-			}
+// nameFlag is the --name option of the commands that address one
+// reconciler (and its target).
+func nameFlag(fs *pflag.FlagSet) { fs.String("name", "", "reconciler (and target) name") }
+
+// withName is nameFlag and the options extra adds.
+func withName(extra func(fs *pflag.FlagSet)) func(fs *pflag.FlagSet) {
+	return func(fs *pflag.FlagSet) {
+		nameFlag(fs)
+		if extra != nil {
+			extra(fs)
 		}
 	}
-	name := func(s *script.State) string { n, _ := s.Flags.GetString("name"); return n }
+}
 
-	return map[string]script.Cmd{
+// cmdName is the --name a command was given.
+func cmdName(s *script.State) string { n, _ := s.Flags.GetString("name"); return n }
+
+// commands are the script commands of the fixture, besides the hive's own:
+// these, which drive reconcilers, and targetCommands.
+func (f *fixture) commands() map[string]script.Cmd {
+	cmds := f.targetCommands()
+	maps.Insert(cmds, maps.All(map[string]script.Cmd{
 		"start": script.Command(
 			script.CmdUsage{Summary: "Construct a reconciler over test-objects", Flags: startFlags},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
@@ -331,7 +342,7 @@ func (f *fixture) commands() map[string]script.Cmd {
 		"full": script.Command(
 			script.CmdUsage{Summary: "Trigger a full reconciliation", Flags: nameFlag},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(name(s))
+				r, err := f.reconciler(cmdName(s))
 				if err == nil {
 					r.TriggerFullReconciliation()
 				}
@@ -340,7 +351,7 @@ func (f *fixture) commands() map[string]script.Cmd {
 		"suspend": script.Command(
 			script.CmdUsage{Summary: "Suspend a reconciler", Flags: nameFlag},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(name(s))
+				r, err := f.reconciler(cmdName(s))
 				if err == nil {
 					r.Suspend()
 				}
@@ -349,7 +360,7 @@ func (f *fixture) commands() map[string]script.Cmd {
 		"resume": script.Command(
 			script.CmdUsage{Summary: "Resume a reconciler", Flags: nameFlag},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(name(s))
+				r, err := f.reconciler(cmdName(s))
 				if err == nil {
 					r.Resume()
 				}
@@ -363,7 +374,7 @@ func (f *fixture) commands() map[string]script.Cmd {
 				}),
 			},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(name(s))
+				r, err := f.reconciler(cmdName(s))
 				if err != nil {
 					return nil, err
 				}
@@ -372,87 +383,8 @@ func (f *fixture) commands() map[string]script.Cmd {
 				defer cancel()
 				return nil, f.waitReconciled(ctx, r, !noStatus)
 			}),
-		"target/fail": script.Command(
-			script.CmdUsage{
-				Summary: "Make the target fail for a key ('*' for all, 'prune' for Prune)",
-				Args:    "key mode",
-				Flags: withName(func(fs *pflag.FlagSet) {
-					fs.Int("count", 0, "fail this many times, then heal (0: until healed)")
-					fs.Duration("after", 0, "the delay of retry-after and defer")
-				}),
-			},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				if len(args) != 2 {
-					return nil, script.ErrUsage
-				}
-				count, _ := s.Flags.GetInt("count")
-				after, _ := s.Flags.GetDuration("after")
-				f.target(name(s)).SetFault(args[0], fake.Fault{Mode: fake.Mode(args[1]), Count: count, After: after})
-				return nil, nil
-			}),
-		"target/heal": script.Command(
-			script.CmdUsage{Summary: "Remove the faults of a key, or all", Args: "[key]", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				key := ""
-				if len(args) > 0 {
-					key = args[0]
-				}
-				f.target(name(s)).Heal(key)
-				return nil, nil
-			}),
-		"target/set": script.Command(
-			script.CmdUsage{Summary: "Put a value straight into the target", Args: "key value", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				if len(args) != 2 {
-					return nil, script.ErrUsage
-				}
-				f.target(name(s)).Set(args[0], args[1])
-				return nil, nil
-			}),
-		"target/show": script.Command(
-			script.CmdUsage{Summary: "Print the target's contents, one key=value a line", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				state := f.target(name(s)).State()
-				var b strings.Builder
-				for _, k := range slices.Sorted(maps.Keys(state)) {
-					fmt.Fprintf(&b, "%s=%s\n", k, state[k])
-				}
-				return func(*script.State) (string, string, error) { return b.String(), "", nil }, nil
-			}),
-		"target/ops": script.Command(
-			script.CmdUsage{Summary: "Print the target's operations so far", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				ops := f.target(name(s)).History()
-				return func(*script.State) (string, string, error) { return strings.Join(ops, "\n") + "\n", "", nil }, nil
-			}),
-		"target/clear": script.Command(
-			script.CmdUsage{Summary: "Forget the target's operations so far", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				f.target(name(s)).ClearHistory()
-				return nil, nil
-			}),
-		"target/expect": script.Command(
-			script.CmdUsage{
-				Summary: "Wait until the target's last operations are these, in any order",
-				Args:    "op...",
-				Flags: withName(func(fs *pflag.FlagSet) {
-					fs.Duration("timeout", 5*time.Second, "how long to wait")
-				}),
-			},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				timeout, _ := s.Flags.GetDuration("timeout")
-				ctx, cancel := context.WithTimeout(s.Context(), timeout)
-				defer cancel()
-				tgt := f.target(name(s))
-				_, err := tgt.WaitHistory(ctx, args)
-				if err == nil {
-					if o := tgt.Overlaps(); len(o) > 0 {
-						err = fmt.Errorf("overlapping operations on %v", o)
-					}
-				}
-				return nil, err
-			}),
-	}
+	}))
+	return cmds
 }
 
 // testConfig fills in the Config fields every test over testObject sets

@@ -3,12 +3,12 @@ package reconciler
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/statedb"
 )
 
 // maxHealthErrors bounds the errors joined into the Degraded health report.
@@ -103,20 +103,35 @@ func (r *recentErrors) list() []ObjectError {
 // firstErrors returns the failures of the smallest keys, at most n, in key
 // order: a stable report that costs O(failing) only when failing changed.
 func (h *healthState) firstErrors(n int) []error {
+	return firstErrors(n, func(yield func(key, err string) bool) {
+		for k, f := range h.failing {
+			if !yield(k, f.err) {
+				return
+			}
+		}
+	})
+}
+
+// firstErrors returns the failures of the smallest keys of failing, at
+// most n, in key order.
+func firstErrors(n int, failing iter.Seq2[string, string]) []error {
 	keys := make([]string, 0, n+1)
-	for k := range h.failing {
+	msgs := map[string]string{}
+	for k, msg := range failing {
 		if len(keys) == n && k >= keys[n-1] {
 			continue
 		}
 		i, _ := slices.BinarySearch(keys, k)
 		keys = slices.Insert(keys, i, k)
+		msgs[k] = msg
 		if len(keys) > n {
+			delete(msgs, keys[n])
 			keys = keys[:n]
 		}
 	}
 	errs := make([]error, len(keys))
 	for i, k := range keys {
-		errs[i] = fmt.Errorf("%s: %s", printableKey(k), h.failing[k].err)
+		errs[i] = fmt.Errorf("%s: %s", printableKey(k), msgs[k])
 	}
 	return errs
 }
@@ -130,87 +145,6 @@ func printableKey(k string) string {
 		}
 	}
 	return k
-}
-
-// report publishes health, progress, gauges and the status snapshot
-// after a round. It walks the busy items once: work proportional to the
-// round, not to the table.
-func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
-	txn := l.roundTxn
-	if txn == nil {
-		txn = l.db.ReadTxn()
-	}
-	objects := l.cfg.Table.NumObjects(txn)
-	l.status.report(l.health, now, objects, l.suspended(), wholeError{op: "prune", err: l.full.lastErr}, &ts.health)
-
-	b := l.scanBusy(now)
-	l.metrics.Gauges(Gauges{
-		Failing:       len(l.status.failing),
-		Waiting:       len(l.busy),
-		InFlight:      b.inFlight,
-		Retries:       l.retries.len(),
-		OldestWaiting: b.oldest,
-	})
-	// The snapshot before the progress: whoever a wait wakes sees a
-	// Status() at least as new as what it waited for.
-	l.publishSnapshot(now, objects, b)
-	l.progress.set(b.reconciled, b.retryLow)
-}
-
-// busyScan is what report learns from one pass over the busy items.
-type busyScan struct {
-	reconciled, retryLow statedb.Revision
-	oldest               time.Duration
-	inFlight             int
-	pending, refreshing  int // busy objects (not deletes) by status kind
-	errorsBusy           int // busy retries of objects in Error
-	failingBusy          int // busy objects that are also in the failing set
-}
-
-// scanBusy computes the watermarks WaitUntilReconciled reports (every change
-// up to reconciled has been attempted; retryLow is the lowest revision of a
-// change still waiting for a successful retry, reconciled+1 when none) and
-// the counts of the status snapshot.
-func (l *loop[Obj]) scanBusy(now time.Time) busyScan {
-	b := busyScan{reconciled: l.pulledTo, retryLow: ^statedb.Revision(0), inFlight: l.results.inFlight()}
-	if low, ok := l.retries.lowWatermark(); ok {
-		b.retryLow = low
-	}
-	checkFailing := len(l.status.failing) > 0
-	oldest := now
-	for _, it := range l.busyList {
-		if it.failures == 0 {
-			b.reconciled = min(b.reconciled, it.floor)
-		} else {
-			b.retryLow = min(b.retryLow, it.origRev)
-		}
-		if it.hasNext {
-			b.reconciled = min(b.reconciled, it.nextFloor)
-		}
-		if it.pickedAt.Before(oldest) {
-			oldest = it.pickedAt
-		}
-		if it.deleted {
-			continue
-		}
-		switch it.status.Kind {
-		case StatusKindPending:
-			b.pending++
-		case StatusKindRefreshing:
-			b.refreshing++
-		case StatusKindError:
-			b.errorsBusy++
-		}
-		if !checkFailing {
-			continue
-		}
-		if f, ok := l.status.failing[it.key]; ok && !f.deleted {
-			b.failingBusy++
-		}
-	}
-	b.oldest = max(now.Sub(oldest), 0)
-	b.retryLow = min(b.retryLow, b.reconciled+1)
-	return b
 }
 
 // healthRecomputeEvery bounds how often a Degraded report listing the
@@ -233,12 +167,23 @@ type wholeError struct {
 // While many objects fail, a changed Degraded report is rebuilt at most
 // every healthRecomputeEvery: later fires when it is due.
 func (h *healthState) report(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer) {
+	h.reportFailing(health, now, objects, suspended, whole, later, failingSet{len(h.failing), h.firstErrors})
+}
+
+// failingSet is what a health report needs of the failing objects: how
+// many, and the first n of them by key, with their errors.
+type failingSet struct {
+	n     int
+	first func(n int) []error
+}
+
+func (h *healthState) reportFailing(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer, failing failingSet) {
 	var msg string
 	var err error
 	switch {
-	case len(h.failing) > 0 || whole.err != nil:
+	case failing.n > 0 || whole.err != nil:
 		wasDegraded := strings.HasPrefix(h.last, "Degraded")
-		if wasDegraded && h.dirty && len(h.failing) > healthCheapFailing {
+		if wasDegraded && h.dirty && failing.n > healthCheapFailing {
 			if wait := healthRecomputeEvery - now.Sub(h.lastDegraded); wait > 0 {
 				later.arm(wait) // report the change a little later
 				return
@@ -247,15 +192,15 @@ func (h *healthState) report(health cell.Health, now time.Time, objects int, sus
 		if h.dirty || !wasDegraded {
 			h.lastPlain = false
 			h.lastDegraded = now
-			errs := h.firstErrors(maxHealthErrors)
+			errs := failing.first(maxHealthErrors)
 			if whole.err != nil {
 				errs = append([]error{fmt.Errorf("%s: %w", whole.op, whole.err)}, errs...)
 			}
-			if more := len(h.failing) - min(len(h.failing), maxHealthErrors); more > 0 {
+			if more := failing.n - min(failing.n, maxHealthErrors); more > 0 {
 				errs = append(errs, fmt.Errorf("and %d more", more))
 			}
 			err = errors.Join(errs...)
-			msg = fmt.Sprintf("Degraded: %d object(s) failing", len(h.failing))
+			msg = fmt.Sprintf("Degraded: %d object(s) failing", failing.n)
 			if whole.err != nil {
 				msg += ", " + whole.op + " failed"
 			}

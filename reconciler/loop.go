@@ -2,8 +2,6 @@ package reconciler
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -18,227 +16,115 @@ type change[Obj any] struct {
 	deleted bool
 }
 
-// item is one object's unit of work, from being picked up to its commit.
-type item[Obj any] struct {
-	key string
-	change[Obj]
-	floor    statedb.Revision // the request was made after this revision
-	origRev  statedb.Revision // lowest revision the request that started this run of failures can have
-	failures int              // consecutive failures before this attempt
-	status   Status           // this reconciler's status of obj as picked up (for merging)
-	pickedAt time.Time
-	// requestedAt is when the change a retry realizes was written,
-	// carried from the first attempt; the whole-set loop sets it on
-	// every write (realization.go).
-	requestedAt time.Time
-
-	// Set by the worker.
-	target Obj   // the clone handed to Update; it carries the status into the table
-	cloned bool  // target was made (it is not when CloneObject panicked or misbehaved)
-	err    error // the operation's result
-	result Result
-
-	// Set when the result is committed (commit.go).
-	action     commitAction
-	statusErr  error       // the error the status reports: err, wrapped when given up on
-	giveUp     bool        // Permanent, or MaxRetries spent
-	newStatus  Status      // the status to write (actWrite)
-	outcome    statusWrite // what became of the write; set by the committer
-	reinserted bool        // a failed delete's object is back in the table
-
-	busyAt int // index in loop.busyList
-
-	// next is the newest change of this key seen while this item was
-	// busy; it is handled once this item is committed.
-	next      change[Obj]
-	nextFloor statedb.Revision
-	hasNext   bool
-}
-
-// loop is the state of one run of a reconciler: everything here is owned by
-// the loop goroutine, except what the workers share through results.
+// loop is one run of a per-object reconciler. Everything here is owned by
+// the loop goroutine; the workers share only the executor's queues.
 type loop[Obj comparable] struct {
 	*reconciler[Obj]
 	health cell.Health
 	feed[Obj]
+	work    *work[Obj]
+	exec    *executor[Obj]
 	backoff backoff
-	retries *retryQueue[Obj]
+	breaker breaker
 
-	// busy holds every key that is picked up and not yet committed (ready,
-	// running or finished): per-key order rests on it. busyList holds the
-	// same items, for report's walk over them (a slice walks several
-	// times faster than a map, and report walks after every round).
-	busy     map[string]*item[Obj]
-	busyList []*item[Obj]
-	// ready are busy items waiting to be handed to the workers.
-	ready []*item[Obj]
-	// pulledTo is the revision up to which the change iterator is read.
-	pulledTo statedb.Revision
+	// readTo is the last revision the change iterator returned: the waits
+	// never claim more than was read. readAll is set once every change
+	// present when the run began has been read.
+	readTo  statedb.Revision
+	readAll bool
 	// moreChanges is set when a round stopped before reading all changes.
 	moreChanges bool
-	// now is the time of the latest round.
-	now time.Time
-	// roundTxn is the snapshot of the latest round; operations read it.
+	// now and roundTxn are the time and snapshot of the latest round.
+	now      time.Time
 	roundTxn statedb.ReadTxn
 
-	work    chan task[Obj]
-	results *resultBox[Obj]
-	// abandoned counts workers that gave their place away while stuck in
-	// an operation past its timeout.
-	abandoned atomic.Int32
-	taken     []task[Obj] // reused by plan
-	wg        sync.WaitGroup
-
-	// Commits whose writes are out on the committer goroutine: at most
-	// maxOutJobs, holding outItems items (committer.go).
-	freeJobs      []*commitJob[Obj]
-	outJobs       int
-	outItems      int
-	toCommitter   chan *commitJob[Obj]
-	fromCommitter chan *commitJob[Obj]
-
-	// inline runs the operations on the loop's own goroutine, with no
-	// worker: with Concurrency 1 and no OperationTimeout there is no one
-	// to run beside and no deadline to hand a stuck operation over at, so
-	// the hand-offs to and from a worker would only add latency.
-	inline bool
-	// ctx is the run's context, for operations run inline.
-	ctx context.Context
-	// landedNow is set when a commit's writes came back from the
-	// committer, so that the next step reports.
-	landedNow bool
-	// free holds committed items for reuse: one fewer allocation per
-	// object.
-	free []*item[Obj]
+	lastRound RoundInfo
+	lastFull  FullInfo
+	full      fullState[Obj]
+	refresh   refreshState[Obj]
+	status    healthState
+	failLog   failureLog
 
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
 
-	lastRound RoundInfo
-	lastFull  FullInfo
-	full      fullState
-	breaker   breaker
-	refresh   refreshState[Obj]
-	status    healthState
+	// Buffers reused from step to step.
+	taken    []*request[Obj]
+	tasks    []task[Obj]
+	results  []result[Obj]
+	verdicts []verdict[Obj]
+	writes   []statusWrite[Obj]
+	realized []time.Duration
 }
 
 func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
-	return &loop[Obj]{
+	l := &loop[Obj]{
 		reconciler: r,
 		health:     health,
+		work:       newWork[Obj](),
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
-		retries:    newRetryQueue[Obj](),
-		busy:       map[string]*item[Obj]{},
-		work:       make(chan task[Obj], r.cfg.RoundSize+2),
-		results:    newResultBox[Obj](),
-		full:       fullState{wanted: r.cfg.FullReconciliationInterval != Off},
-		status:     newHealthState(),
 		breaker:    breaker{log: r.log},
-
-		freeJobs:      []*commitJob[Obj]{new(commitJob[Obj]), new(commitJob[Obj])},
-		toCommitter:   make(chan *commitJob[Obj], maxOutJobs),
-		fromCommitter: make(chan *commitJob[Obj], maxOutJobs),
-
-		inline:     r.cfg.Concurrency == 1 && r.cfg.OperationTimeout == 0,
+		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
+		status:     newHealthState(),
+		failLog:    newFailureLog(r.log),
 		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
 	}
+	l.exec = newExecutor(r.cfg.Concurrency, r.cfg.RoundSize, l.runTask)
+	return l
 }
 
 // closedCh is a channel that is always ready.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *loop[Obj]) run(ctx context.Context) error {
-	if err := l.start(ctx); err != nil {
+	if err := l.feed.open(l.db, l.cfg.Table); err != nil {
 		return err
 	}
-	defer l.stop()
 	timers := newLoopTimers()
-	defer timers.stop()
+	defer func() {
+		// Workers drop what they have not started and the running
+		// operations see a cancelled context; nothing is committed.
+		l.exec.close()
+		timers.stop()
+		l.changes.Close()
+	}()
 	for {
 		now := time.Now()
-		if !l.step(ctx, now, timers) || !l.sleep(ctx, now, timers) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		l.step(ctx, now, timers)
+		if !l.sleep(ctx, now, timers) {
 			return nil
 		}
 	}
 }
 
-// start opens the change iterator and starts the workers and the committer.
-func (l *loop[Obj]) start(ctx context.Context) error {
-	if err := l.feed.open(l.db, l.cfg.Table); err != nil {
-		return err
-	}
-	l.ctx = ctx
-	if !l.inline {
-		for range l.cfg.Concurrency {
-			l.wg.Add(1)
-			go l.worker(ctx)
-		}
-	}
-	l.wg.Add(1)
-	go l.committer(ctx)
-	return nil
-}
-
-// stop ends the workers and the committer. Workers drop what they have not
-// started (ctx is done) and the running operations see a cancelled
-// context. A write out on the committer is aborted. Nothing is committed
-// any more.
-func (l *loop[Obj]) stop() {
-	close(l.work)
-	close(l.toCommitter)
-	l.wg.Wait()
-	l.changes.Close()
-}
-
-// step does what the loop can do now: commit, full reconciliation, a
-// round, refresh and the report. It returns false when stopping.
-func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers) bool {
-	// Commit what the workers finished: the writes go out to the
-	// committer when more work waits to be picked up meanwhile.
-	committed := l.landedNow
-	l.landedNow = false
-	if l.readyToCommit(now, timers) {
-		if ctx.Err() != nil {
-			return false
-		}
-		committed = l.commit(ctx, now, timers, l.overlapCommit(now)) || committed
-	}
-
-	// Start, wait for or postpone a full reconciliation: it decides
-	// whether new work may be picked up.
-	l.stepFull(now, timers)
-
+// step does what the loop can do now, in order: commit finished results,
+// start (or wait for) a full reconciliation, read a round of changes and
+// due retries, hand the ready requests to the workers, refresh, report.
+func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers) {
+	committed := l.commit(ctx, now, timers)
+	l.stepFull(ctx, now, timers)
 	pulled := l.stepRound(now, timers)
-	l.dispatch()
-	if l.inline && l.readyToCommit(now, timers) {
-		// The round ran right here: commit it now, no wake-up needed.
-		// Whether the next round may start is a question for after the
-		// round: at now it had just taken the limiter's token, and a
-		// bulk load's rounds would all be committed in place, none
-		// overlapped with the next.
-		if ctx.Err() != nil {
-			return false
-		}
-		committed = l.commit(ctx, now, timers, l.overlapCommit(time.Now())) || committed
-	}
+	dispatched := l.dispatch(ctx)
 	l.stepRefresh(ctx, now, timers)
-	if pulled || committed || l.status.dirty {
+	if committed || pulled || dispatched || l.work.dirty || l.status.dirty {
 		l.report(now, timers)
 	}
-	return true
 }
 
 // canPull reports whether new work may be picked up: no full
 // reconciliation is draining the operations, not suspended, and there is
 // room in the round.
 func (l *loop[Obj]) canPull() bool {
-	return !l.full.draining() && !l.suspended() && l.budget() > 0
+	return !l.full.draining() && !l.suspended() && len(l.work.active) < l.cfg.RoundSize
 }
 
 // stepRound picks up new work when there is room for it and something
 // waits, pacing rounds with the round limiter. Only a round that picked up
 // work takes a token: the reconciler's own status writes come back
-// through the change iterator right after every round, and reading them
+// through the change iterator right after every commit, and reading them
 // must not make the user's next change wait. It reports whether it read.
 func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) {
@@ -256,6 +142,69 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 	return true
 }
 
+// dispatch hands the ready requests to the workers: one task per object,
+// or with BatchOperations one batch of updates and one of deletes.
+func (l *loop[Obj]) dispatch(ctx context.Context) bool {
+	if len(l.work.ready) == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
+		return false
+	}
+	l.taken = l.work.takeReady(l.taken)
+	if len(l.taken) == 0 {
+		return false
+	}
+	if l.full.abandoned() {
+		if l.full.touched == nil {
+			l.full.touched = map[string]Obj{}
+		}
+		for _, r := range l.taken {
+			l.full.touched[r.key] = r.obj
+		}
+	}
+	txn := l.roundTxn
+	entry := func(r *request[Obj]) opEntry[Obj] {
+		en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
+		if r.tried && !r.deleted {
+			asked := r.asked // a copy: the loop may change r meanwhile
+			en.asked = &asked
+		}
+		return en
+	}
+	if l.cfg.BatchOperations == nil {
+		// One backing array for the round's entries: the tasks hold on
+		// to them until the workers are done with them.
+		entries := make([]opEntry[Obj], len(l.taken))
+		tasks := l.tasks[:0]
+		for i, r := range l.taken {
+			op := OpUpdate
+			if r.deleted {
+				op = OpDelete
+			}
+			entries[i] = entry(r)
+			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn})
+		}
+		l.exec.submit(ctx, tasks...)
+		clear(tasks)
+		l.tasks = tasks[:0]
+	} else {
+		updates := task[Obj]{op: OpUpdateBatch, txn: txn}
+		deletes := task[Obj]{op: OpDeleteBatch, txn: txn}
+		for _, r := range l.taken {
+			if r.deleted {
+				deletes.entries = append(deletes.entries, entry(r))
+			} else {
+				updates.entries = append(updates.entries, entry(r))
+			}
+		}
+		for _, t := range []task[Obj]{updates, deletes} {
+			if len(t.entries) > 0 {
+				l.exec.submit(ctx, t)
+			}
+		}
+	}
+	clear(l.taken)
+	return true
+}
+
 // sleep waits until something happens. It returns false when stopping.
 func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers) bool {
 	canPull := l.canPull()
@@ -263,7 +212,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 	if canPull && !timers.round.armed {
 		changesCh = l.changesWatch
 	}
-	if next, ok := l.retries.next(); ok && canPull && !timers.round.armed {
+	if next, ok := l.work.nextDue(); ok && canPull && !timers.round.armed {
 		timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
 	}
 	var initCh <-chan struct{}
@@ -278,10 +227,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		l.initialized = true
 	case <-l.triggerFull:
 		l.full.wanted = true
-	case <-l.results.notify:
-	case job := <-l.fromCommitter:
-		l.landed(job, timers)
-		l.landedNow = true
+	case <-l.exec.notify:
 	case <-l.wake:
 		l.status.dirty = true
 	case <-timers.round.c():
@@ -301,38 +247,6 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 	return true
 }
 
-// readyToCommit reports whether finished results should be committed now
-// and a commit can take them: the committer holds fewer than maxOutJobs.
-func (l *loop[Obj]) readyToCommit(now time.Time, ts *loopTimers) bool {
-	return l.outJobs < maxOutJobs && l.results.shouldCommit(now, l.cfg.RoundSize, ts)
-}
-
-// overlapCommit reports whether a commit's writes should go to the
-// committer: work waits beyond what was picked up, and the round limiter
-// lets the next round start now. When the limiter makes the next round
-// wait anyway, writing right here spares the result two goroutine
-// hand-offs: under a trickle of changes that is most of their latency.
-func (l *loop[Obj]) overlapCommit(now time.Time) bool {
-	return l.moreWaiting(now) && l.roundDelay(now) == 0
-}
-
-// moreWaiting reports whether work waits beyond what was picked up:
-// changes not read yet, or retries due (a recovered target releases all
-// the retries it held at once). Then a commit's writes go to the committer
-// while the loop picks that work up. (The change iterator's watch channel
-// cannot tell: it comes back closed after every read that found changes.)
-func (l *loop[Obj]) moreWaiting(now time.Time) bool {
-	return l.moreChanges || l.retryDue(now) || l.cfg.Table.Revision(l.db.ReadTxn()) > l.pulledTo
-}
-
-// budget is how many more objects may be picked up now: RoundSize less
-// the busy ones, not counting those whose results are being written (they
-// are done with their operations, and picking up the next round while
-// they are written is the point of the committer).
-func (l *loop[Obj]) budget() int {
-	return l.cfg.RoundSize - len(l.busy) + l.outItems
-}
-
 // roundDelay returns how long until the round limiter allows a round. It
 // reserves nothing: the round takes its token once it has picked up work.
 func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
@@ -346,7 +260,7 @@ func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 }
 
 func (l *loop[Obj]) retryDue(now time.Time) bool {
-	next, ok := l.retries.next()
+	next, ok := l.work.nextDue()
 	return ok && !l.breaker.nextRetry(next).After(now)
 }
 

@@ -31,36 +31,6 @@ import (
 // asked.
 const realizationWindowSize = 1024
 
-// realizationStart is when the change this item realizes was written, or
-// zero when that is unknown or the item realizes no user's change.
-func (it *item[Obj]) realizationStart() time.Time {
-	switch {
-	case it.deleted:
-		return time.Time{}
-	case !it.requestedAt.IsZero():
-		return it.requestedAt
-	case it.status.Kind == StatusKindPending:
-		return it.status.UpdatedAt
-	}
-	return time.Time{}
-}
-
-// noteRealized records the realization latency of an item whose Done
-// status this commit wrote. committedAt is when the commit's write
-// transaction ended (zero when it wrote nothing).
-func (j *commitJob[Obj]) noteRealized(it *item[Obj], committedAt time.Time) {
-	if it.action != actWrite || it.outcome != statusLanded || it.newStatus.Kind != StatusKindDone {
-		return
-	}
-	start := it.realizationStart()
-	if start.IsZero() || committedAt.IsZero() {
-		return
-	}
-	if d := committedAt.Sub(start); d >= 0 {
-		j.realized = append(j.realized, d)
-	}
-}
-
 // reportRealized hands one commit's realization latencies to the metrics
 // and to the window Status() summarizes.
 func (r *reconciler[Obj]) reportRealized(latencies []time.Duration) {

@@ -113,11 +113,10 @@ func TestRealizationLatency(t *testing.T) {
 
 			// Refreshes and deletes are no user's change to realize.
 			time.Sleep(time.Second) // Done for longer than RefreshInterval
+			mark := target.Mark()
 			r.TriggerFullReconciliation()
-			if _, err := target.WaitHistory(context.Background(), []string{"prune(n=5)",
-				"update-refresh(1)", "update-refresh(2)", "update-refresh(3)", "update-refresh(4)", "update-refresh(5)"}); err != nil {
-				t.Fatal(err)
-			}
+			expectPruneThenRefresh(context.Background(), t, target, mark, "prune(n=5)",
+				"update-refresh(1)", "update-refresh(2)", "update-refresh(3)", "update-refresh(4)", "update-refresh(5)")
 			check("a refresh")
 			wtxn := f.db.WriteTxn(f.table)
 			f.table.Delete(wtxn, &testObject{ID: "1"})

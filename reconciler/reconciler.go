@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -89,7 +90,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 	}
 	r.paused.Store(cfg.StartSuspended)
 	if p.Registry != nil {
-		if err := p.Registry.add(id, r); err != nil {
+		if err := p.Registry.add(id, r, accessorOf(id.DisplayName(), cfg)); err != nil {
 			return nil, err
 		}
 	}
@@ -140,17 +141,20 @@ func (r *reconciler[Obj]) poke() {
 
 // WaitUntilReconciled implements Reconciler.
 func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
-	return r.progress.wait(ctx, rev)
+	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool { return v.reconciled >= rev })
+	if err != nil && v.blocked != nil && errors.Is(err, v.blocked) {
+		err = fmt.Errorf("%s: %w", r.id.DisplayName(), err)
+	}
+	return v.reconciled, v.retryLow, err
 }
 
 // WaitUntilSettled implements Reconciler.
 func (r *reconciler[Obj]) WaitUntilSettled(ctx context.Context, rev statedb.Revision) error {
-	reconciled, retryLow, err := r.progress.waitUntil(ctx, func(reconciled, retryLow statedb.Revision) bool {
-		return reconciled >= rev && retryLow > rev
+	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool {
+		return v.reconciled >= rev && v.retryLow > rev
 	})
 	if err != nil {
-		return fmt.Errorf("reconciled up to revision %d, retries pending from %d, waiting for %d: %w",
-			reconciled, retryLow, rev, err)
+		return fmt.Errorf("%s not settled: %s: %w", r.id.DisplayName(), v.describe(rev), err)
 	}
 	return nil
 }

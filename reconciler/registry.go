@@ -36,6 +36,8 @@ type controlled interface {
 type Registry struct {
 	mu   sync.Mutex
 	byID map[string]controlled
+	// accessors probe for reconcilers sharing a status (shared.go).
+	accessors []statusAccessor
 }
 
 // NewRegistry returns an empty registry. Cell provides one; construct your
@@ -53,7 +55,7 @@ func (id ReconcilerID) DisplayName() string {
 	return id.ModuleID + "/" + id.Name
 }
 
-func (reg *Registry) add(id ReconcilerID, r controlled) error {
+func (reg *Registry) add(id ReconcilerID, r controlled, acc statusAccessor) error {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	name := id.DisplayName()
@@ -61,7 +63,12 @@ func (reg *Registry) add(id ReconcilerID, r controlled) error {
 		return fmt.Errorf("%w: a reconciler named %q already exists in module %q; set Config.Name to tell them apart",
 			ErrInvalidConfig, id.Name, id.ModuleID)
 	}
+	acc.name = name
+	if err := checkStatusOwners(reg.accessors, acc); err != nil {
+		return err
+	}
 	reg.byID[name] = r
+	reg.accessors = append(reg.accessors, acc)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -50,58 +49,6 @@ func TestBackoffEqualJitter(t *testing.T) {
 			nominal := b.nominal(failures)
 			if d := b.delay(failures); d < nominal/2 || d > nominal {
 				t.Fatalf("delay(%d) = %s, want within [%s, %s]", failures, d, nominal/2, nominal)
-			}
-		}
-	}
-}
-
-// TestRetryQueueModel drives the queue with random operations and checks it
-// against a plain map: one entry per key, pops in due order, the low
-// watermark is the least origRev.
-func TestRetryQueueModel(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	rq := newRetryQueue[int]()
-	model := map[string]*retryEntry[int]{}
-	base := time.Unix(0, 0)
-	now := base
-	for step := range 20000 {
-		key := fmt.Sprint(rng.IntN(200))
-		switch rng.IntN(4) {
-		case 0, 1:
-			e := &retryEntry[int]{key: key, origRev: uint64(rng.IntN(1000)), due: base.Add(time.Duration(rng.IntN(10000)) * time.Millisecond)}
-			rq.add(e)
-			model[key] = e
-		case 2:
-			rq.remove(key)
-			delete(model, key)
-		case 3:
-			now = now.Add(time.Duration(rng.IntN(100)) * time.Millisecond)
-			if e, ok := rq.popDue(now); ok {
-				want, ok := model[e.key]
-				if !ok || want != e {
-					t.Fatalf("step %d: popped %q, not in the model", step, e.key)
-				}
-				for _, m := range model {
-					if m.due.Before(e.due) {
-						t.Fatalf("step %d: popped due %s before %s", step, e.due, m.due)
-					}
-				}
-				if e.due.After(now) {
-					t.Fatalf("step %d: popped an entry due in the future", step)
-				}
-				delete(model, e.key)
-			}
-		}
-		if rq.len() != len(model) {
-			t.Fatalf("step %d: len %d, model %d", step, rq.len(), len(model))
-		}
-		low, ok := rq.lowWatermark()
-		if ok != (len(model) > 0) {
-			t.Fatalf("step %d: lowWatermark ok=%v with %d entries", step, ok, len(model))
-		}
-		for _, m := range model {
-			if m.origRev < low {
-				t.Fatalf("step %d: low watermark %d above an entry's %d", step, low, m.origRev)
 			}
 		}
 	}

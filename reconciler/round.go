@@ -8,161 +8,133 @@ import (
 
 // pull is the start of a round: it reads the changes since the last round,
 // in revision order and deletes included, then the retries that are due,
-// and picks up at most budget() objects in all. It returns the watch
-// channel that closes when there are further changes, and how many objects
-// it picked up: a round that picked up none read only status writes (most
-// often the reconciler's own) and does not count against the round limiter.
+// and queues at most RoundSize requests in all. It returns the watch
+// channel that closes when there are further changes, and how many
+// requests it queued: a round that queued none read only status writes
+// (most often the reconciler's own) and does not count against the round
+// limiter.
 func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 	txn := l.db.ReadTxn()
-	l.roundTxn = txn
-	l.now = now
-	budget := l.budget()
+	l.roundTxn, l.now = txn, now
+	budget := l.cfg.RoundSize - len(l.work.active)
 	picked := 0
-	// Every change this round picks up was made after floor: what it
-	// carries can be older than its revision (another reconciler's status
-	// write moves the revision of our pending request), never older than
-	// what earlier rounds read.
-	floor := l.pulledTo
 	seq, watch := l.changes.Next(txn)
 	l.moreChanges = false
+	// The iterator yields each object once, at its newest revision: a
+	// request it carries may have been written at any revision after
+	// what earlier rounds read, and the waits count it from there.
+	askedAt := l.readTo + 1
 	// A change the sequence yields is consumed, so stop right after the
 	// one that used the last of the budget, never before handling one.
 	for ch, rev := range seq {
-		l.pulledTo = rev
-		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor) {
+		l.readTo = rev
+		if l.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, askedAt) {
 			picked++
-			budget--
-			if budget == 0 {
+			if budget--; budget == 0 {
 				l.moreChanges = true
 				break
 			}
 		}
 	}
-	if !l.moreChanges {
-		l.pulledTo = max(l.pulledTo, l.cfg.Table.Revision(txn))
+	if !l.moreChanges && !l.readAll {
+		// Everything there when the run began is read: deletes from
+		// before the run left no change to read, and the table's
+		// revision may be theirs. Later, the mark moves only with what
+		// the iterator returns: statedb publishes a commit's data before
+		// it closes the watch channels, and a read in that window returns
+		// nothing although the snapshot holds the change.
+		l.readAll = true
+		l.readTo = max(l.readTo, l.startRev)
 	}
 
 	retries := l.breaker.allowRetries(now, budget)
-	for retries > 0 {
-		e, ok := l.retries.popDue(now)
+	for ; retries > 0; retries-- {
+		r, ok := l.work.popDue(now)
 		if !ok {
 			break
 		}
-		if l.onRetry(txn, e) {
+		if l.onRetry(txn, r, now) {
 			picked++
-			retries--
 		}
 	}
 	return watch, picked
 }
 
-// onChange decides what a change asks for, and reports whether it picked
-// up work. floor is the revision up to which changes were read before the
-// round that read this one.
-func (l *loop[Obj]) onChange(ch change[Obj], floor statedb.Revision) bool {
-	var st Status
-	if !ch.deleted {
-		st = l.cfg.GetObjectStatus(ch.obj)
-		switch {
-		case !st.Kind.Valid():
-			// Not a kind we know: reconcile it rather than skip it silently.
-		case st.Kind == StatusKindError && ch.rev <= l.startRev:
-			// Failed in an earlier run (before a restart), whose retry
-			// queue is gone: retry it as if it had just failed.
-			key := l.keyOf(ch.obj)
-			if _, busy := l.busy[key]; busy {
-				return false
-			}
-			l.retries.remove(key)
-			l.status.setFailing(key, st.Error, false, l.now)
-			l.scheduleRetry(&item[Obj]{key: key, change: ch, origRev: floor + 1}, ch.rev, 1, false, l.now)
-			return false
-		case !st.IsPendingOrRefreshing():
-			// A status write: ours (most changes we read are our own
-			// writes, so this is checked before anything costlier), or
-			// another reconciler's on a shared object. Nothing is asked
-			// of us, and a retry stays scheduled.
-			return false
-		}
-	}
-	key := l.keyOf(ch.obj)
-	if it, busy := l.busy[key]; busy {
-		// Never two operations for one key at once: remember the newest
-		// change and handle it when the busy item is committed.
-		it.next, it.nextFloor, it.hasNext = ch, floor, true
-		return false
-	}
-	// A new request (or a delete) replaces a scheduled retry: retries
-	// follow the object, not the revision.
-	l.retries.remove(key)
-	it := l.newItem()
-	it.key, it.change, it.floor, it.origRev, it.status = key, ch, floor, floor+1, st
-	l.enqueue(it)
-	return true
-}
-
-// unbusy frees an item's key.
-func (l *loop[Obj]) unbusy(it *item[Obj]) {
-	delete(l.busy, it.key)
-	last := len(l.busyList) - 1
-	moved := l.busyList[last]
-	l.busyList[it.busyAt], moved.busyAt = moved, it.busyAt
-	l.busyList[last] = nil
-	l.busyList = l.busyList[:last]
-}
-
-// newItem returns a zeroed item, reused if one is free.
-func (l *loop[Obj]) newItem() *item[Obj] {
-	if n := len(l.free); n > 0 {
-		it := l.free[n-1]
-		l.free[n-1] = nil
-		l.free = l.free[:n-1]
-		return it
-	}
-	return new(item[Obj])
-}
-
-// release returns a committed item for reuse. Nothing may hold it: it is
-// out of busy, and the worker that ran it has reported its result.
-func (l *loop[Obj]) release(it *item[Obj]) {
-	*it = item[Obj]{}
-	if len(l.free) < l.cfg.RoundSize {
-		l.free = append(l.free, it)
-	}
-}
-
-// onRetry picks up a due retry, unless the object moved on meanwhile.
-func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, e *retryEntry[Obj]) bool {
-	if _, busy := l.busy[e.key]; busy {
-		return false // cannot happen: picking a key up clears its retry
-	}
-	cur, rev, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(e.obj))
-	if e.deleted {
-		if found {
-			// Inserted again: the insert is (or will be) reconciled by
-			// Update, which supersedes the failed delete.
-			return false
-		}
-		it := l.newItem()
-		it.key, it.change, it.origRev, it.failures = e.key, change[Obj]{obj: e.obj, rev: e.rev, deleted: true}, e.origRev, e.failures
-		l.enqueue(it)
+// onChange decides what a change asks of this reconciler, and reports
+// whether it queued a request. askedAt is the lowest revision at which
+// the change can have been made.
+func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
+	now := l.now
+	if ch.deleted {
+		l.work.add(l.keyOf(ch.obj), ch, Status{}, askedAt, now)
 		return true
 	}
-	if !found {
-		return false // deleted: the change iterator delivers the delete
+	st := l.cfg.GetObjectStatus(ch.obj)
+	if st.Kind == StatusKindDone && len(l.work.byKey) == 0 {
+		return false // a status write, most often ours, and nothing waits
 	}
-	it := l.newItem()
-	it.key, it.change, it.origRev, it.failures = e.key, change[Obj]{obj: cur, rev: rev}, e.origRev, e.failures
-	it.status = l.cfg.GetObjectStatus(cur)
-	it.requestedAt = e.requestedAt
-	l.enqueue(it)
+	key := l.keyOf(ch.obj)
+	r := l.work.byKey[key]
+	live := r != nil && !r.deleted && r.state != stGone
+	switch {
+	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
+		if live && sameRequest(r.asked, st) {
+			// The request we have, seen again in a newer revision:
+			// another reconciler's status write on a shared object.
+			r.obj, r.rev = ch.obj, ch.rev
+			return false
+		}
+		l.work.add(key, ch, st, askedAt, now)
+		return true
+	case live && sameStatus(r.expect, st):
+		// A status write that leaves ours as we know it (our own, or
+		// another reconciler's on a shared object): follow the revision.
+		r.obj, r.rev = ch.obj, ch.rev
+	case r == nil && st.Kind == StatusKindError && ch.rev <= l.startRev:
+		// Failed in an earlier run, whose retries are gone: retry it as
+		// if it had just failed.
+		r = l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, now)
+		l.work.setExpect(r, st)
+		r.attempts, r.tried = 1, true
+		l.work.retry(r, now, false, st.Error, now)
+	}
+	// Otherwise a status write that asks nothing of us: a Done or Error
+	// of ours read back after a newer one, or another writer's.
+	return false
+}
+
+// onRetry queues a due retry, unless the object moved on meanwhile: then
+// the change iterator delivers what supersedes it.
+func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time) bool {
+	_, _, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
+	if r.deleted != !found {
+		// Inserted again (for a failed delete) or deleted (for an
+		// update): the change that did it is not read yet.
+		l.work.settle(r)
+		return false
+	}
+	if !r.deleted {
+		// Operate on the object as it is now: the status write that
+		// moved its revision may have carried newer data.
+		r.obj, r.rev, _ = l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
+	}
+	l.work.requeue(r, now)
 	return true
 }
 
-func (l *loop[Obj]) enqueue(it *item[Obj]) {
-	it.pickedAt = l.now
-	l.busy[it.key] = it
-	it.busyAt = len(l.busyList)
-	l.busyList = append(l.busyList, it)
-	l.ready = append(l.ready, it)
+// sameRequest reports whether st is the very request asked: a pending
+// status with the same ID. A status without an ID (built by hand) is never
+// taken for an older one: each revision carrying it is a request of its own.
+func sameRequest(asked, st Status) bool {
+	return st.ID != 0 && st.ID == asked.ID && st.Kind == asked.Kind
+}
+
+// sameStatus reports whether two statuses are the same write. A request
+// without an ID is like no other, itself in a later revision included: a
+// writer that sets a bare Pending again may have changed the data.
+func sameStatus(a, b Status) bool {
+	if a.ID == 0 && a.IsPendingOrRefreshing() {
+		return false
+	}
+	return a.Kind == b.Kind && a.ID == b.ID && a.Error == b.Error && a.UpdatedAt.Equal(b.UpdatedAt)
 }

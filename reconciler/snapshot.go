@@ -33,7 +33,7 @@ type StatusSnapshot struct {
 	InFlight int `json:"in-flight"`
 
 	// OldestWaiting is how long the longest-waiting picked-up object has
-	// waited.
+	// waited, as of the call to Status: it grows while an operation hangs.
 	OldestWaiting time.Duration `json:"oldest-waiting"`
 
 	LastRound RoundInfo `json:"last-round"`
@@ -51,6 +51,11 @@ type StatusSnapshot struct {
 
 	// UpdatedAt is when the snapshot was taken.
 	UpdatedAt time.Time `json:"updated-at"`
+
+	// oldestSince is when the longest-waiting object was picked up (zero
+	// when none waits): Status computes OldestWaiting from it when asked,
+	// so a hung operation's wait keeps growing between rounds.
+	oldestSince time.Time
 }
 
 // ObjectCounts counts objects by status kind.
@@ -104,6 +109,9 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 		snap.Suspended = r.suspended()
 		// Summarized when asked, not after every round: it sorts.
 		snap.Realization = r.realized.info()
+		if !snap.oldestSince.IsZero() {
+			snap.OldestWaiting = max(time.Since(snap.oldestSince), 0)
+		}
 		return snap
 	}
 	return StatusSnapshot{
@@ -127,30 +135,4 @@ func (r *reconciler[Obj]) baseSnapshot(now time.Time, h *healthState, initialize
 		RecentErrors:   h.recent.list(),
 		UpdatedAt:      now,
 	}
-}
-
-// publishSnapshot takes the snapshot after a round.
-func (l *loop[Obj]) publishSnapshot(now time.Time, objects int, b busyScan) {
-	h := &l.status
-	s := l.baseSnapshot(now, h, l.initialized)
-	s.Retries = l.retries.len()
-	s.Waiting = len(l.busy)
-	s.InFlight = b.inFlight
-	s.OldestWaiting = b.oldest
-	s.LastRound = l.lastRound
-	s.LastFull = l.lastFull
-	if next, ok := l.retries.next(); ok {
-		s.NextRetry = next
-	}
-	// Failing objects still in the table are in Error, unless a new
-	// request for them is busy (then they count by that request).
-	errs := len(h.failing) - h.failingDeletes - b.failingBusy + b.errorsBusy
-	pending := b.pending + l.retries.deferredUpdates
-	s.Objects = ObjectCounts{
-		Pending:    pending,
-		Refreshing: b.refreshing,
-		Error:      errs,
-		Done:       max(0, objects-pending-b.refreshing-errs),
-	}
-	l.snapshot.Store(s)
 }

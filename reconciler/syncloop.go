@@ -1,9 +1,7 @@
 package reconciler
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -62,6 +60,11 @@ type syncLoop[Obj comparable] struct {
 	health cell.Health
 	feed[Obj]
 	pulledTo statedb.Revision // changes are read up to here
+	readAll  bool             // the changes present when the run began are read
+	// unreadWaits counts the Sync starts put off in a row because the
+	// snapshot held a change not read yet; bounded so that a change the
+	// iterator never returns cannot stop the Syncs.
+	unreadWaits int
 
 	backoff backoff
 	status  healthState
@@ -96,8 +99,6 @@ type syncLoop[Obj comparable] struct {
 	lastFull   FullInfo
 	dirty      bool // report after this step
 
-	realizedBuf []time.Duration // writeStatuses's, reused: at most RoundSize
-
 	next, full, healthTimer timer
 
 	// While a Sync waits for its debounce (firstChange is set), new
@@ -107,6 +108,10 @@ type syncLoop[Obj comparable] struct {
 	readHeld  bool
 	readTimer timer
 }
+
+// maxUnreadWaits bounds unreadWaits: the window it waits out is a
+// commit closing its watch channels, microseconds long.
+const maxUnreadWaits = 100
 
 func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLoop[Obj] {
 	return &syncLoop[Obj]{
@@ -228,8 +233,12 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 		s.pulledTo = rev
 		s.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor, now)
 	}
-	if rev := s.cfg.Table.Revision(txn); rev > s.pulledTo {
-		s.pulledTo = rev
+	if !s.readAll {
+		// Deletes from before the run left no change to read: the first
+		// read covers the table as it was when the run began. After it,
+		// the mark moves only with what the iterator returns (see pull).
+		s.readAll = true
+		s.pulledTo = max(s.pulledTo, s.startRev)
 	}
 	s.changesWatch = watch
 	s.dirty = true // progress moves with pulledTo
@@ -349,57 +358,4 @@ func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
 		at, ok = s.retryAt, true
 	}
 	return at, ok
-}
-
-// startSync hands every pending change, up to a fresh snapshot, to a Sync
-// on its own goroutine.
-func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
-	txn := s.db.ReadTxn()
-	s.read(txn, now) // the changes handed over are exactly the snapshot's
-	run := &syncRun[Obj]{txn: txn, entries: s.pending, full: s.fullWanted, untried: s.untried,
-		failures: s.failures, start: now, minFloor: s.pulledTo, retryFloor: s.retryFloor}
-	if s.hasFloor {
-		run.minFloor = min(run.minFloor, s.firstFloor)
-	}
-	// Sized for a storm's next batch, not for a first Sync of the whole table.
-	s.pending = make(map[string]*syncEntry[Obj], min(len(run.entries), s.cfg.RoundSize))
-	s.firstChange, s.lastChange, s.retryAt, s.fullWanted = time.Time{}, time.Time{}, time.Time{}, false
-	s.untried, s.hasFloor, s.retryFloor = 0, false, ^statedb.Revision(0)
-	s.lastStart = now
-	s.full.disarm()
-	s.running = run
-	s.dirty = true
-	s.wg.Add(1)
-	go s.execute(ctx, run)
-}
-
-// execute runs one Sync, guarded like every operation: OperationTimeout,
-// and a panic becomes an error.
-func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
-	defer s.wg.Done()
-	changes := make([]Change[Obj], 0, len(run.entries))
-	for _, e := range run.entries {
-		changes = append(changes, Change[Obj]{Object: e.obj, Revision: e.rev, Deleted: e.deleted})
-	}
-	slices.SortFunc(changes, func(a, b Change[Obj]) int { return cmp.Compare(a.Revision, b.Revision) })
-	start := time.Now()
-	var w workerState
-	run.err = s.call(ctx, s, &w, OpSync, "", run.failures, func(ctx context.Context) error {
-		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(changes))
-	})
-	run.dur = time.Since(start)
-	s.done <- run // never blocks: one Sync at a time
-}
-
-// overrun implements overrunner: the Sync passed OperationTimeout without
-// returning. It keeps its place (no second Sync may run beside it); health
-// says so until it returns.
-func (s *syncLoop[Obj]) overrun(parent context.Context, _ *workerState) {
-	if parent.Err() != nil {
-		return
-	}
-	select {
-	case s.overdue <- struct{}{}:
-	default:
-	}
 }

@@ -26,7 +26,7 @@ func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now t
 		}
 	}
 
-	var writes []*item[Obj]
+	var writes []syncWrite[Obj]
 	switch {
 	case whole == nil:
 		writes = s.succeeded(run, failed, now)
@@ -53,9 +53,9 @@ func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now t
 
 // succeeded handles a Sync that applied the whole set, but perhaps for the
 // objects in failed: those are Error and retried, the rest Done.
-func (s *syncLoop[Obj]) succeeded(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []*item[Obj] {
+func (s *syncLoop[Obj]) succeeded(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []syncWrite[Obj] {
 	s.down, s.lastErr, s.failures = false, nil, 0
-	var writes []*item[Obj]
+	var writes []syncWrite[Obj]
 	counts := map[Result]int{}
 	for key, e := range run.entries {
 		if f, ok := failed[key]; ok {
@@ -91,11 +91,11 @@ func (s *syncLoop[Obj]) succeeded(run *syncRun[Obj], failed map[string]ObjectFai
 // that asked for work is Error, and the Sync is retried with backoff (not
 // at all when the error is Permanent or MaxRetries is spent).
 // It returns the writes and how many objects it failed.
-func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([]*item[Obj], int) {
+func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([]syncWrite[Obj], int) {
 	s.down, s.failures = true, s.failures+1
 	err, giveUp := s.giveUp(whole, s.failures)
 	s.lastErr = err
-	var writes []*item[Obj]
+	var writes []syncWrite[Obj]
 	n := 0
 	for key, e := range run.entries {
 		if e.mark || e.deleted {
@@ -115,7 +115,7 @@ func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([
 // failEntry records that a Sync failed one object: its status (unless it
 // says so already), the failing set, and its place in the next Sync. With
 // retry set, the object's own backoff (or RetryAfter) schedules that Sync.
-func (s *syncLoop[Obj]) failEntry(key string, e *syncEntry[Obj], err error, now time.Time, writes []*item[Obj], retry bool) []*item[Obj] {
+func (s *syncLoop[Obj]) failEntry(key string, e *syncEntry[Obj], err error, now time.Time, writes []syncWrite[Obj], retry bool) []syncWrite[Obj] {
 	if isDeferral(err) {
 		s.requeue(key, e)
 		d, _ := retryAfter(err)
@@ -189,43 +189,58 @@ func (s *syncLoop[Obj]) recomputeRetryFloor() {
 	}
 }
 
+// syncWrite is one status write of a Sync's result, and when the change
+// it realizes was written.
+type syncWrite[Obj any] struct {
+	statusWrite[Obj]
+	requestedAt time.Time
+}
+
 // appendWrite adds the write of st into a copy of e's object.
-func (s *syncLoop[Obj]) appendWrite(writes []*item[Obj], key string, e *syncEntry[Obj], st Status) []*item[Obj] {
+func (s *syncLoop[Obj]) appendWrite(writes []syncWrite[Obj], key string, e *syncEntry[Obj], st Status) []syncWrite[Obj] {
 	target, err := s.clone(e.obj)
 	if err != nil {
 		s.status.setFailing(key, err.Error(), false, st.UpdatedAt)
 		s.log.Error("Reconciler misconfigured; the object's status is not written", "key", printableKey(key), "error", err)
 		return writes
 	}
-	return append(writes, &item[Obj]{key: key, change: e.change, status: e.status, target: target, cloned: true, newStatus: st,
-		requestedAt: e.requestedAt})
+	return append(writes, syncWrite[Obj]{
+		statusWrite: statusWrite[Obj]{key: key, obj: e.obj, rev: e.rev, target: target, hasTarget: true, expect: e.status, status: st},
+		requestedAt: e.requestedAt,
+	})
 }
 
 // writeStatuses makes the writes in transactions of at most RoundSize
-// objects, each a compare-and-swap on the revision the Sync saw: an object
-// changed meanwhile keeps its newer revision, which the next Sync covers.
-// The realization of the objects marked Done ends when their transaction
-// is committed.
-func (s *syncLoop[Obj]) writeStatuses(ctx context.Context, run *syncRun[Obj], writes []*item[Obj], now time.Time) {
-	job := &commitJob[Obj]{now: now, realized: s.realizedBuf[:0]}
+// objects, each under the rule of writeStatus: an object whose status for
+// this reconciler changed meanwhile keeps it, and the next Sync covers
+// it. The realization of the objects marked Done ends when their
+// transaction is committed.
+func (s *syncLoop[Obj]) writeStatuses(ctx context.Context, run *syncRun[Obj], writes []syncWrite[Obj], now time.Time) {
+	var realized []time.Duration
 	for rest := writes; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
-		job.writes = rest[:min(len(rest), s.cfg.RoundSize)]
-		s.write(ctx, job)
-		if job.aborted {
-			return
+		chunk := rest[:min(len(rest), s.cfg.RoundSize)]
+		wtxn := s.db.WriteTxn(s.cfg.Table)
+		for i := range chunk {
+			chunk[i].outcome = s.writeStatus(wtxn, &chunk[i].statusWrite)
 		}
+		if ctx.Err() != nil {
+			wtxn.Abort()
+			return // stopping: nothing is written after Stop
+		}
+		wtxn.Commit()
 		committedAt := time.Now()
-		job.realized = job.realized[:0]
-		for _, it := range job.writes {
-			job.noteRealized(it, committedAt)
-			if it.outcome == statusKeyChanged {
+		realized = realized[:0]
+		for _, w := range chunk {
+			switch {
+			case w.outcome == writeKeyChanged:
 				err := fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
-				s.status.setFailing(it.key, err.Error(), false, now)
-				s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(it.key), "error", err)
+				s.status.setFailing(w.key, err.Error(), false, now)
+				s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(w.key), "error", err)
+			case w.outcome == writeLanded && w.status.Kind == StatusKindDone && !w.requestedAt.IsZero() && !committedAt.Before(w.requestedAt):
+				realized = append(realized, committedAt.Sub(w.requestedAt))
 			}
 		}
-		s.reportRealized(job.realized)
-		s.realizedBuf = job.realized[:0]
+		s.reportRealized(realized)
 	}
 	if n := len(run.entries); n > 0 {
 		d := time.Since(run.start)
@@ -269,6 +284,6 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	errs := len(s.status.failing) - s.status.failingDeletes
 	snap.Objects = ObjectCounts{Pending: pending, Error: errs, Done: max(0, objects-pending-errs)}
 	s.snapshot.Store(snap)
-	s.progress.set(reconciled, min(retryFloor, reconciled+1))
+	s.progress.set(progressValues{reconciled: reconciled, retryLow: min(retryFloor, reconciled+1), outstanding: waiting})
 	s.dirty = false
 }

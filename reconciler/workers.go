@@ -2,421 +2,251 @@ package reconciler
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/cilium/statedb"
 )
 
+// The executor runs operations for the per-object loop on a pool of at
+// most Concurrency workers, started as work comes. It owns no request: a
+// worker is handed values (a task) and hands values back (results), so
+// the only state shared with the loop is the queue and the result box
+// below, each behind the executor's mutex.
+
 // commitDelay is how long finished results may wait for the rest of their
-// round before they are committed anyway, so that one slow or hung
-// operation does not hold back the statuses of the others.
+// round before they are committed anyway, so that one slow operation does
+// not hold back the statuses of the others.
 const commitDelay = 10 * time.Millisecond
+
+// opEntry is one object of a task.
+type opEntry[Obj any] struct {
+	key      string
+	obj      Obj
+	rev      statedb.Revision
+	attempt  uint64
+	failures int
+	// asked, when set, is written into the clone before Update: a
+	// retry's object carries the status that asked for the work.
+	asked *Status
+}
 
 // task is one unit of work for a worker: one object, a batch, or a prune.
 type task[Obj any] struct {
-	op    Op
-	one   *item[Obj]   // OpUpdate, OpDelete
-	batch []*item[Obj] // OpUpdateBatch, OpDeleteBatch
-	txn   statedb.ReadTxn
-
-	// Set by the worker for prunes.
-	err error
-	dur time.Duration
+	op      Op
+	entries []opEntry[Obj]
+	txn     statedb.ReadTxn
+	attempt uint64 // a prune's attempt id
 }
 
-// resultBox hands finished tasks from the workers to the loop.
-type resultBox[Obj any] struct {
-	mu      sync.Mutex
-	done    []task[Obj]
-	running int       // tasks handed out and not yet finished
-	firstAt time.Time // when the oldest uncollected task finished
-
-	// notify wakes the loop; capacity one, sent to without blocking.
-	notify chan struct{}
+// result is what became of one object's attempt (or of a prune).
+type result[Obj any] struct {
+	op      Op
+	key     string
+	attempt uint64
+	rev     statedb.Revision // the revision the operation saw
+	target  Obj              // the clone the operation was given
+	cloned  bool
+	err     error
+	// overdue marks the result the executor posts when an attempt passes
+	// OperationTimeout: the attempt counts as failed from then on, though
+	// it may still run; its own result, when it comes, is not wanted.
+	overdue bool
+	dur     time.Duration
 }
 
-func newResultBox[Obj any]() *resultBox[Obj] {
-	return &resultBox[Obj]{notify: make(chan struct{}, 1)}
+// executor is the worker pool and its two queues.
+type executor[Obj any] struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	// tasks waiting for a worker, FIFO from head.
+	queue []task[Obj]
+	head  int
+	// results not yet taken by the loop, and when the oldest came.
+	done    []result[Obj]
+	firstAt time.Time
+	// running counts the tasks handed out that have not returned.
+	running int
+
+	workers   int // in the pool (abandoned ones not counted)
+	idle      int
+	max       int
+	abandoned int // workers that left the pool while stuck past a deadline
+	closed    bool
+
+	notify chan struct{} // wakes the loop; capacity one
+	wg     sync.WaitGroup
+	// commitAt is how many results make a round's worth: the loop is
+	// woken for them at once.
+	commitAt int
+	run      func(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj]
 }
 
-// finish is called by a worker. It wakes the loop only when the loop has
-// something to do: the first result to arm the commit timer, and the last
-// running task or commitAt results (a round's worth) to commit now.
-func (rb *resultBox[Obj]) finish(t task[Obj], commitAt int) {
-	rb.mu.Lock()
-	rb.done = append(rb.done, t)
-	rb.running--
-	if len(rb.done) == 1 {
-		rb.firstAt = time.Now()
-	}
-	wake := len(rb.done) == 1 || rb.running == 0 || len(rb.done) >= commitAt
-	rb.mu.Unlock()
-	if wake {
-		select {
-		case rb.notify <- struct{}{}:
-		default:
-		}
-	}
+func newExecutor[Obj any](max, commitAt int, run func(context.Context, *task[Obj], func(), []result[Obj]) []result[Obj]) *executor[Obj] {
+	e := &executor[Obj]{max: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run}
+	e.cond.L = &e.mu
+	return e
 }
 
-// shouldCommit reports whether the loop should commit now; when results
-// wait but not for long enough, it arms the commit timer instead.
-func (rb *resultBox[Obj]) shouldCommit(now time.Time, commitAt int, ts *loopTimers) bool {
-	rb.mu.Lock()
-	n, running, firstAt := len(rb.done), rb.running, rb.firstAt
-	rb.mu.Unlock()
-	if n == 0 {
-		return false
-	}
-	if running == 0 || n >= commitAt || now.Sub(firstAt) >= commitDelay {
-		ts.commit.disarm()
-		return true
-	}
-	ts.commit.arm(commitDelay - now.Sub(firstAt))
-	return false
-}
-
-// take returns the finished tasks and empties the box.
-func (rb *resultBox[Obj]) take(buf []task[Obj]) []task[Obj] {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	buf = append(buf[:0], rb.done...)
-	clear(rb.done)
-	rb.done = rb.done[:0]
-	return buf
-}
-
-func (rb *resultBox[Obj]) started(n int) {
-	rb.mu.Lock()
-	rb.running += n
-	rb.mu.Unlock()
-}
-
-func (rb *resultBox[Obj]) inFlight() int {
-	rb.mu.Lock()
-	defer rb.mu.Unlock()
-	return rb.running
-}
-
-// dispatch hands the ready items to the workers: one task per item, or with
-// BatchOperations one batch of updates and one of deletes.
-func (l *loop[Obj]) dispatch() {
-	if len(l.ready) == 0 || l.full.draining() || l.suspended() {
+// submit queues tasks, starting workers while there are fewer idle ones
+// than tasks and the pool is below its size.
+func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
+	if len(tasks) == 0 {
 		return
 	}
-	txn := l.roundTxn
-	if l.cfg.BatchOperations != nil {
-		var updates, deletes []*item[Obj]
-		for _, it := range l.ready {
-			if it.deleted {
-				deletes = append(deletes, it)
-			} else {
-				updates = append(updates, it)
-			}
-		}
-		l.results.started(min(len(updates), 1) + min(len(deletes), 1))
-		if len(updates) > 0 {
-			l.submit(task[Obj]{op: OpUpdateBatch, batch: updates, txn: txn})
-		}
-		if len(deletes) > 0 {
-			l.submit(task[Obj]{op: OpDeleteBatch, batch: deletes, txn: txn})
-		}
-	} else {
-		l.results.started(len(l.ready))
-		for _, it := range l.ready {
-			op := OpUpdate
-			if it.deleted {
-				op = OpDelete
-			}
-			l.submit(task[Obj]{op: op, one: it, txn: txn})
-		}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.queue = append(e.queue, tasks...)
+	e.running += len(tasks)
+	for start := len(e.queue) - e.head - e.idle; start > 0 && e.workers < e.max; start-- {
+		e.workers++
+		e.wg.Add(1)
+		go e.worker(ctx)
 	}
-	clear(l.ready)
-	l.ready = l.ready[:0]
+	for range min(len(tasks), e.idle) {
+		e.cond.Signal()
+	}
 }
 
-// submit hands a task (already counted with results.started) to a worker,
-// or runs it right here in inline mode.
-func (l *loop[Obj]) submit(t task[Obj]) {
-	if l.inline {
-		if l.ctx.Err() != nil {
-			return // stopping: start nothing new (nothing is committed either)
+// worker runs tasks until the executor is closed.
+func (e *executor[Obj]) worker(ctx context.Context) {
+	defer e.wg.Done()
+	var (
+		buf       []result[Obj]
+		t         task[Obj]
+		handedOff bool
+	)
+	// One callback for the worker's life, not one per task: overrun is
+	// called (if at all) before run returns, on the timer's goroutine.
+	overrun := func() { handedOff = e.overrun(ctx, &t) }
+	for {
+		e.mu.Lock()
+		for e.head == len(e.queue) && !e.closed {
+			e.idle++
+			e.cond.Wait()
+			e.idle--
 		}
-		var w workerState
-		l.runTask(l.ctx, &w, &t)
-		l.results.finish(t, l.cfg.RoundSize)
-		return
-	}
-	// Never blocks: the channel holds RoundSize+2 tasks and at most
-	// RoundSize objects are busy at once.
-	l.work <- t
-}
+		if e.closed {
+			e.workers--
+			e.mu.Unlock()
+			return
+		}
+		t = e.queue[e.head]
+		e.queue[e.head] = task[Obj]{}
+		if e.head++; e.head == len(e.queue) {
+			e.queue, e.head = e.queue[:0], 0
+		}
+		e.mu.Unlock()
 
-// worker runs tasks until the loop closes the work channel.
-//
-// A worker whose operation runs past OperationTimeout without returning
-// (it ignores its context) hands its place to a new worker, so the others
-// keep flowing even with Concurrency 1; it finishes its operation, reports
-// the result and exits. At most Concurrency workers are abandoned like
-// this at once; beyond that a stuck operation keeps its place.
-func (l *loop[Obj]) worker(ctx context.Context) {
-	defer l.wg.Done()
-	for t := range l.work {
 		if ctx.Err() != nil {
-			continue // stopping: start nothing new
+			e.finish(nil, false) // stopping: start nothing new
+			continue
 		}
-		var w workerState
-		l.runTask(ctx, &w, &t)
-		if w.handedOff {
-			// Before the result wakes the loop: a full reconciliation
-			// postponed for this stuck operation looks at the count.
-			l.abandoned.Add(-1)
-		}
-		l.results.finish(t, l.cfg.RoundSize)
-		if w.handedOff {
+		handedOff = false
+		buf = e.run(ctx, &t, overrun, buf[:0])
+		e.finish(buf, handedOff)
+		clear(buf)
+		t = task[Obj]{}
+		if handedOff {
 			return
 		}
 	}
 }
 
-// overrunner is told when an operation runs past its deadline: the
-// per-object loop hands the worker's place over, the whole-set loop
-// reports the Sync as overdue.
-type overrunner interface {
-	overrun(parent context.Context, w *workerState)
-}
-
-// workerState tells a worker whether it gave its place away.
-type workerState struct {
-	handedOff bool
-}
-
-// overrun is called when an operation's deadline passed: if the operation
-// has not returned, a new worker takes this one's place.
-func (l *loop[Obj]) overrun(ctx context.Context, w *workerState) {
+// overrun is called when t's deadline passed and its operation has not
+// returned: the attempt is reported as failed now, and the worker leaves
+// the pool so that another can take its place (at most Concurrency stuck
+// workers at once; beyond that a stuck one keeps its place). It reports
+// whether the worker left.
+func (e *executor[Obj]) overrun(ctx context.Context, t *task[Obj]) bool {
 	if ctx.Err() != nil {
-		return // stopping, not overrunning
+		return false // stopping, not overrunning
 	}
-	if l.abandoned.Add(1) > int32(l.cfg.Concurrency) {
-		l.abandoned.Add(-1)
-		return
+	overdue := make([]result[Obj], 0, max(len(t.entries), 1))
+	if t.op == OpPrune {
+		overdue = append(overdue, result[Obj]{op: t.op, attempt: t.attempt, overdue: true})
 	}
-	w.handedOff = true
-	l.wg.Add(1)
-	go l.worker(ctx)
-	// Wake the loop: a full reconciliation waiting for in-flight work
-	// may now have only stuck operations left to wait for.
-	select {
-	case l.results.notify <- struct{}{}:
-	default:
+	for _, en := range t.entries {
+		overdue = append(overdue, result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev, overdue: true})
 	}
-}
-
-func (l *loop[Obj]) runTask(ctx context.Context, w *workerState, t *task[Obj]) {
-	ops := l.cfg.Operations
-	switch t.op {
-	case OpUpdate, OpDelete:
-		it := t.one
-		start := l.clock()
-		it.err = l.call(ctx, l, w, t.op, it.key, it.failures, func(ctx context.Context) error {
-			target, err := l.clone(it.obj)
-			if err != nil {
-				return err
-			}
-			it.target, it.cloned = target, true
-			if t.op == OpUpdate {
-				return ops.Update(ctx, t.txn, it.rev, it.target)
-			}
-			return ops.Delete(ctx, t.txn, it.rev, it.target)
-		})
-		it.result = l.classify(it.err, it.failures)
-		l.metrics.Operation(t.op, it.result, 1, l.since(start))
-
-	case OpUpdateBatch, OpDeleteBatch:
-		bops := l.cfg.BatchOperations
-		start := time.Now()
-		entries := make([]BatchEntry[Obj], 0, len(t.batch))
-		in := make([]*item[Obj], 0, len(t.batch)) // the items in entries
-		err := l.call(ctx, l, w, t.op, "", 0, func(ctx context.Context) error {
-			for _, it := range t.batch {
-				target, err := l.clone(it.obj)
-				if err != nil {
-					it.err = err
-					continue
-				}
-				it.target, it.cloned = target, true
-				entries = append(entries, BatchEntry[Obj]{Object: target, Revision: it.rev})
-				in = append(in, it)
-			}
-			if t.op == OpUpdateBatch {
-				bops.UpdateBatch(ctx, t.txn, entries)
-			} else {
-				bops.DeleteBatch(ctx, t.txn, entries)
-			}
-			return nil
-		})
-		for i, it := range in {
-			it.target = entries[i].Object
-			it.err = safeErr(t.op, entries[i].Result)
+	e.mu.Lock()
+	left := e.abandoned < e.max
+	if left {
+		e.abandoned++
+		e.workers--
+		if len(e.queue)-e.head > e.idle {
+			e.workers++
+			e.wg.Add(1)
+			go e.worker(ctx)
 		}
-		worst := ResultOK
-		var counts [len(resultRank)]int
-		for _, it := range t.batch {
-			if err != nil && it.err == nil {
-				// The whole batch panicked or timed out.
-				it.err = err
-			}
-			it.result = l.classify(it.err, it.failures)
-			worst = worse(worst, it.result)
-			counts[rankOf(it.result)]++
+	}
+	e.post(overdue, true)
+	e.mu.Unlock()
+	return left
+}
+
+// finish hands a task's results to the loop.
+func (e *executor[Obj]) finish(results []result[Obj], handedOff bool) {
+	e.mu.Lock()
+	e.running--
+	if handedOff {
+		e.abandoned--
+	}
+	e.post(results, false)
+	e.mu.Unlock()
+}
+
+// post adds results and wakes the loop when it has something to do: the
+// first result (to arm the commit timer), the last running task, a
+// round's worth, or (urgent) an overdue attempt to report. Waking it for
+// every result would have it report a thousand times a round. Called
+// with mu held.
+func (e *executor[Obj]) post(results []result[Obj], urgent bool) {
+	first := len(e.done) == 0
+	if first {
+		e.firstAt = time.Now()
+	}
+	e.done = append(e.done, results...)
+	if urgent || first || e.running-e.abandoned <= 0 || len(e.done) >= e.commitAt {
+		select {
+		case e.notify <- struct{}{}:
+		default:
 		}
-		l.metrics.Operation(t.op, worst, 0, time.Since(start))
-		for i, n := range counts {
-			if n > 0 {
-				l.metrics.BatchEntries(t.op, resultRank[i], n)
-			}
-		}
-
-	case OpPrune:
-		start := time.Now()
-		t.err = l.call(ctx, l, w, OpPrune, "", 0, func(ctx context.Context) error {
-			return ops.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
-		})
-		t.dur = time.Since(start)
-		l.metrics.Operation(OpPrune, l.classify(t.err, -1), l.cfg.Table.NumObjects(t.txn), t.dur)
 	}
 }
 
-// call runs one operation with the operation timeout and turns a panic into
-// an error wrapping ErrPanic. The stack is logged when a key first panics
-// (failures == 0), not on every retry.
-func (r *reconciler[Obj]) call(ctx context.Context, or overrunner, w *workerState, op Op, key string, failures int, fn func(context.Context) error) (err error) {
-	if r.cfg.OperationTimeout > 0 {
-		parent := ctx
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.cfg.OperationTimeout)
-		defer cancel()
-		decided := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(decided)
-			or.overrun(parent, w)
-		})
-		defer func() {
-			if !stop() {
-				<-decided // overrun ran (or runs): let it finish deciding
-			}
-		}()
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: %v", ErrPanic, op, p)
-			if failures == 0 {
-				r.log.Error("Operation panicked; recovered, the object will be retried",
-					"op", op, "key", key, "panic", p, "stack", string(debug.Stack()))
-			}
-		}
-	}()
-	err = safeErr(op, fn(ctx))
-	if err != nil && r.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		err = fmt.Errorf("%w after %s: %s: %w", ErrTimeout, r.cfg.OperationTimeout, op, err)
-	}
-	return err
-}
-
-// clock and since time operations for the metrics, and cost nothing when
-// the metrics are NopMetrics (two clock reads per object add up at a
-// million objects).
-func (l *loop[Obj]) clock() time.Time {
-	if l.nopMetrics {
-		return time.Time{}
-	}
-	return time.Now()
-}
-
-func (l *loop[Obj]) since(t time.Time) time.Duration {
-	if l.nopMetrics {
-		return 0
-	}
-	return time.Since(t)
-}
-
-// safeErr returns err if it can be used safely: its message and its chain
-// of wrapped errors can be read without panicking. A typed nil pointer in an
-// error interface is the usual offender; it becomes an error wrapping
-// ErrPanic, so one bad error value fails its object instead of the agent.
-func safeErr(op Op, err error) (out error) {
-	if err == nil {
-		return nil
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			out = fmt.Errorf("%w: %s returned an error that panics when read (%T): %v", ErrPanic, op, err, p)
-		}
-	}()
-	_ = err.Error()
-	_, _ = retryAfter(err)
-	_ = IsPermanent(err)
-	_ = errors.Is(err, ErrPanic)
-	return err
-}
-
-// clone copies obj for an operation. A CloneObject that returns the object
-// itself (for pointer types) would let the operation and the status write
-// mutate an object the table's snapshots share: refuse it.
-func (r *reconciler[Obj]) clone(obj Obj) (Obj, error) {
-	c := r.cfg.CloneObject(obj)
-	if r.pointerObjects && c == obj {
-		var zero Obj
-		return zero, fmt.Errorf("%w: Config.CloneObject returned the object itself; it must return a copy", ErrInvalidConfig)
-	}
-	return c, nil
-}
-
-// classify maps an operation's error to its metrics result. failures is
-// the object's consecutive failures before this attempt, or -1 for a prune,
-// which has no retry budget.
-func (r *reconciler[Obj]) classify(err error, failures int) Result {
+// shouldCommit reports whether the loop should take the results now; when
+// some wait but not for long enough, it returns how long to wait.
+func (e *executor[Obj]) shouldCommit(now time.Time, commitAt int) (bool, time.Duration) {
+	e.mu.Lock()
+	n, running, firstAt := len(e.done), e.running-e.abandoned, e.firstAt
+	e.mu.Unlock()
 	switch {
-	case err == nil:
-		return ResultOK
-	case errors.Is(err, ErrInvalidConfig):
-		return ResultPermanent
-	case isDeferral(err):
-		return ResultDeferred
-	case errors.Is(err, ErrPanic):
-		return ResultPanic
-	case IsPermanent(err):
-		return ResultPermanent
-	case r.cfg.MaxRetries > 0 && failures >= 0 && failures+1 >= r.cfg.MaxRetries:
-		return ResultExhausted
-	case errors.Is(err, ErrTimeout):
-		return ResultTimeout
-	default:
-		return ResultError
+	case n == 0:
+		return false, 0
+	case running <= 0 || n >= commitAt || now.Sub(firstAt) >= commitDelay:
+		return true, 0
 	}
+	return false, commitDelay - now.Sub(firstAt)
 }
 
-// resultRank orders results from best to worst, for reporting a batch by
-// its worst entry.
-var resultRank = [...]Result{ResultOK, ResultDeferred, ResultError, ResultTimeout, ResultPermanent, ResultExhausted, ResultPanic}
-
-func rankOf(r Result) int {
-	for i, x := range resultRank {
-		if x == r {
-			return i
-		}
-	}
-	return len(resultRank) - 1
+// take returns the finished results and empties the box.
+func (e *executor[Obj]) take(buf []result[Obj]) []result[Obj] {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	buf = append(buf[:0], e.done...)
+	clear(e.done)
+	e.done = e.done[:0]
+	return buf
 }
 
-// worse returns the worse of two results.
-func worse(a, b Result) Result {
-	if rankOf(b) > rankOf(a) {
-		return b
-	}
-	return a
+// close stops the workers once they return; tasks not started are
+// dropped. It waits for every worker, abandoned ones included.
+func (e *executor[Obj]) close() {
+	e.mu.Lock()
+	e.closed = true
+	e.queue, e.head = nil, 0
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	e.wg.Wait()
 }

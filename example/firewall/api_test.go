@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/converge-go/converge/reconciler"
 )
 
 func TestParseRule(t *testing.T) {
@@ -80,4 +83,14 @@ func FuzzParseRule(f *testing.F) {
 			t.Fatalf("%+v renders into a ruleset that reads back as %+v, %v:\n%s", spec, got, err, rs.text)
 		}
 	})
+}
+
+// db/show and db/cmp print TableRow: its status has no age, so the same
+// rule prints the same however long ago it was reconciled.
+func TestTableRowHasNoAge(t *testing.T) {
+	r := &Rule{RuleSpec: RuleSpec{Name: "ssh", Protocol: "tcp", Port: 22},
+		Status: reconciler.Status{Kind: reconciler.StatusKindError, UpdatedAt: time.Now().Add(-time.Hour), Error: "boom"}}
+	if got, want := strings.Join(r.TableRow(), "|"), "ssh|tcp|22||Error: boom"; got != want {
+		t.Fatalf("TableRow = %q, want %q", got, want)
+	}
 }

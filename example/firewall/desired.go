@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
@@ -15,7 +16,22 @@ type desiredRules struct {
 	rules statedb.RWTable[*Rule]
 }
 
-func newDesiredRules(db *statedb.DB, rules statedb.RWTable[*Rule]) *desiredRules {
+// newDesiredRules registers the table's initializer and completes it when
+// the hive starts. The first Sync waits until every initializer of the
+// table is done, so that a table still being filled never replaces the
+// ruleset with part of it. Here the initial set is empty (it lives in
+// memory); a program that keeps its rules somewhere would insert them at
+// start and complete the initializer in the same transaction.
+func newDesiredRules(lc cell.Lifecycle, db *statedb.DB, rules statedb.RWTable[*Rule]) *desiredRules {
+	wtxn := db.WriteTxn(rules)
+	loaded := rules.RegisterInitializer(wtxn, "desired-rules")
+	wtxn.Commit()
+	lc.Append(cell.Hook{OnStart: func(cell.HookContext) error {
+		wtxn := db.WriteTxn(rules)
+		loaded(wtxn)
+		wtxn.Commit()
+		return nil
+	}})
 	return &desiredRules{db: db, rules: rules}
 }
 

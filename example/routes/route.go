@@ -49,7 +49,7 @@ func (r *Route) TableHeader() []string {
 
 // TableRow implements statedb.TableWritable.
 func (r *Route) TableRow() []string {
-	return []string{r.Prefix, r.Gateway, r.Device, r.Status.String()}
+	return []string{r.Prefix, r.Gateway, r.Device, r.Status.Row()}
 }
 
 // routesTableName is the table's name in the database and the shell.

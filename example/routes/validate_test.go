@@ -5,6 +5,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/converge-go/converge/reconciler"
 )
 
 func TestParseRoute(t *testing.T) {
@@ -82,4 +85,14 @@ func FuzzParseRoute(f *testing.F) {
 			t.Fatalf("accepted device %q", p.device)
 		}
 	})
+}
+
+// db/show and db/cmp print TableRow: its status has no age, so the same
+// route prints the same however long ago it was reconciled.
+func TestTableRowHasNoAge(t *testing.T) {
+	r := &Route{RouteSpec: RouteSpec{Prefix: "10.1.0.0/24", Gateway: "192.0.2.254"},
+		Status: reconciler.Status{Kind: reconciler.StatusKindDone, UpdatedAt: time.Now().Add(-time.Hour)}}
+	if got, want := strings.Join(r.TableRow(), "|"), "10.1.0.0/24|192.0.2.254||Done"; got != want {
+		t.Fatalf("TableRow = %q, want %q", got, want)
+	}
 }

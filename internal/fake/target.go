@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -124,7 +123,8 @@ func (t *Target) History() []string {
 	return slices.Clone(t.history)
 }
 
-// ClearHistory forgets the operations so far.
+// ClearHistory forgets the operations so far. Marks taken before are no
+// longer valid: take a new one.
 func (t *Target) ClearHistory() {
 	t.mu.Lock()
 	t.history = nil
@@ -272,32 +272,6 @@ func (t *Target) Prune(ctx context.Context, desired map[string]bool) error {
 			}
 		}
 	})
-}
-
-// WaitHistory waits until the last len(want) operations are want, in any
-// order, or ctx ends. It returns the operations it last saw.
-func (t *Target) WaitHistory(ctx context.Context, want []string) ([]string, error) {
-	want = slices.Sorted(slices.Values(want))
-	for {
-		t.mu.Lock()
-		var got []string
-		if n := len(t.history); n >= len(want) {
-			got = slices.Sorted(slices.Values(t.history[n-len(want):]))
-		} else {
-			got = slices.Sorted(slices.Values(t.history))
-		}
-		changed := t.changed
-		t.mu.Unlock()
-		if slices.Equal(got, want) {
-			return got, nil
-		}
-		select {
-		case <-ctx.Done():
-			return got, fmt.Errorf("operations: want %s, got %s (history: %s)",
-				strings.Join(want, " "), strings.Join(got, " "), strings.Join(t.History(), " "))
-		case <-changed:
-		}
-	}
 }
 
 // Sync makes the target hold exactly desired, at once: a whole-set

@@ -1,0 +1,121 @@
+package reconciler
+
+import (
+	"context"
+	"time"
+)
+
+// runTask runs one task on a worker and returns its results: one per
+// object, or one for a prune. It reads only the task and the Config.
+func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj] {
+	switch t.op {
+	case OpUpdate, OpDelete:
+		return append(out, l.runOne(ctx, t, overrun))
+	case OpUpdateBatch, OpDeleteBatch:
+		return append(out, l.runBatch(ctx, t, overrun)...)
+	default: // OpPrune
+		start := time.Now()
+		err := l.call(ctx, overrun, OpPrune, "", 0, func(ctx context.Context) error {
+			return l.cfg.Operations.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
+		})
+		d := time.Since(start)
+		l.metrics.Operation(OpPrune, l.classify(err, -1), l.cfg.Table.NumObjects(t.txn), d)
+		return append(out, result[Obj]{op: OpPrune, attempt: t.attempt, err: err, dur: d})
+	}
+}
+
+// prepare clones an entry's object for its operation; a retry's clone
+// carries the status that asked for the work.
+func (l *loop[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
+	target, err := l.clone(en.obj)
+	if err == nil && en.asked != nil {
+		target = l.cfg.SetObjectStatus(target, *en.asked)
+	}
+	return target, err
+}
+
+func (l *loop[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
+	en := &t.entries[0]
+	res := result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+	start := l.clock()
+	res.err = l.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {
+		target, err := l.prepare(en)
+		if err != nil {
+			return err
+		}
+		res.target, res.cloned = target, true
+		if t.op == OpUpdate {
+			return l.cfg.Operations.Update(ctx, t.txn, en.rev, target)
+		}
+		return l.cfg.Operations.Delete(ctx, t.txn, en.rev, target)
+	})
+	l.metrics.Operation(t.op, l.classify(res.err, en.failures), 1, l.since(start))
+	return res
+}
+
+func (l *loop[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()) []result[Obj] {
+	start := time.Now()
+	results := make([]result[Obj], len(t.entries))
+	batch := make([]BatchEntry[Obj], 0, len(t.entries))
+	in := make([]int, 0, len(t.entries)) // results[in[i]] is batch[i]'s
+	for i, en := range t.entries {
+		results[i] = result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+	}
+	err := l.call(ctx, overrun, t.op, "", 0, func(ctx context.Context) error {
+		for i := range t.entries {
+			en := &t.entries[i]
+			target, err := l.prepare(en)
+			if err != nil {
+				results[i].err = err
+				continue
+			}
+			results[i].target, results[i].cloned = target, true
+			batch = append(batch, BatchEntry[Obj]{Object: target, Revision: en.rev})
+			in = append(in, i)
+		}
+		if t.op == OpUpdateBatch {
+			l.cfg.BatchOperations.UpdateBatch(ctx, t.txn, batch)
+		} else {
+			l.cfg.BatchOperations.DeleteBatch(ctx, t.txn, batch)
+		}
+		return nil
+	})
+	for i, j := range in {
+		results[j].target = batch[i].Object
+		results[j].err = safeErr(t.op, batch[i].Result)
+	}
+	worst := ResultOK
+	var counts [len(resultRank)]int
+	for i := range results {
+		if err != nil && results[i].err == nil {
+			results[i].err = err // the whole batch panicked or timed out
+		}
+		res := l.classify(results[i].err, t.entries[i].failures)
+		worst = worse(worst, res)
+		counts[rankOf(res)]++
+	}
+	l.metrics.Operation(t.op, worst, 0, time.Since(start))
+	for i, n := range counts {
+		if n > 0 {
+			l.metrics.BatchEntries(t.op, resultRank[i], n)
+		}
+	}
+	return results
+}
+
+// clock and since time operations for the metrics, and cost nothing when
+// the metrics are NopMetrics (two clock reads per object add up at a
+// million objects).
+func (l *loop[Obj]) clock() time.Time {
+	if l.nopMetrics {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (l *loop[Obj]) since(t time.Time) time.Duration {
+	if l.nopMetrics {
+		return 0
+	}
+	return time.Since(t)
+}

@@ -1,0 +1,396 @@
+package reconciler
+
+import (
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// The outstanding work of a per-object reconciler: one request per key that
+// asked for something and has not settled. Everything the reconciler
+// reports (progress for the waits, Status(), health, the gauges) is derived
+// from this one structure, and only the loop goroutine touches it.
+//
+// A request goes through these states:
+//
+//	queued   -> running           dispatched to a worker
+//	running  -> (settled)         succeeded, or its result is no longer wanted
+//	running  -> retrying          failed, or deferred with RetryAfter
+//	running  -> held              given up on: Permanent, MaxRetries, misconfiguration
+//	retrying -> queued            its retry came due
+//	any      -> queued            a newer change of the key replaced it
+//
+// A settled request is forgotten. Its key stays known only while an
+// attempt that ran past OperationTimeout still runs (gone): per-key order
+// forbids starting another operation for the key until it returns.
+
+// reqState is where a request stands.
+type reqState uint8
+
+const (
+	stQueued   reqState = iota // waits for a worker (or for its key to be free)
+	stRunning                  // an attempt is out; its result is awaited
+	stRetrying                 // waits for its retry to come due
+	stHeld                     // given up on: settled, reported as failing
+	stGone                     // settled, kept only while an overdue attempt runs
+)
+
+// request is one key's outstanding work.
+type request[Obj any] struct {
+	key     string
+	obj     Obj              // the object as last read (a delete: the deleted object)
+	rev     statedb.Revision // obj's revision
+	deleted bool
+
+	// asked is the status that asked for the work (Pending or Refreshing);
+	// a retry hands Update the object with it, so Update can tell a
+	// refresh from a change. expect is this reconciler's status in the
+	// table as far as the loop knows: asked, or the Error it wrote since.
+	// A result is written only while the table still holds expect.
+	asked, expect Status
+
+	// askedAt is the lowest revision the change that made the request can
+	// have: the waits are derived from it.
+	askedAt  statedb.Revision
+	attempts int  // consecutive failures
+	tried    bool // attempted at least once
+	deferred bool // retrying after RetryAfter(d, nil): not a failure
+	state    reqState
+	due      time.Time // stRetrying: when
+
+	err     string    // the last failure ("" when not failing)
+	errAt   time.Time // failing since
+	blocked bool      // held by a misconfiguration: the waits report it
+
+	// requestedAt is when the change being realized was written.
+	requestedAt time.Time
+	// pickedAt is when the request was last queued: Status's oldest waiting.
+	pickedAt time.Time
+
+	// attempt is the id of the attempt whose result is awaited (0: none);
+	// running is that of the attempt still executing (0: none), which may
+	// be an overdue one whose result was already given up on.
+	attempt, running uint64
+
+	loggedErr string    // the failure last logged (failure logging)
+	loggedAt  time.Time // and when
+
+	dueIdx, askIdx, activeIdx int // positions in the heaps and in active
+
+	// gen counts the queuings of this record: an entry of ready is stale
+	// once the record was queued again or reused for another key.
+	gen uint32
+}
+
+// readyEntry is a queued request as it was when queued.
+type readyEntry[Obj any] struct {
+	r   *request[Obj]
+	gen uint32
+}
+
+// work is the outstanding-work structure.
+type work[Obj any] struct {
+	byKey map[string]*request[Obj]
+
+	// active holds the queued and running requests: at most about
+	// RoundSize, scanned by every report. ready are the queued ones whose
+	// key is free, in the order they came.
+	active []*request[Obj]
+	ready  []readyEntry[Obj]
+
+	// free holds forgotten records for reuse: a million objects
+	// reconciled once otherwise cost a million allocations.
+	free []*request[Obj]
+
+	// Retrying requests, by when they are due and by the revision that
+	// asked (the retry low watermark).
+	byDue reqHeap[Obj]
+	byAsk reqHeap[Obj]
+
+	// Derived counts, kept by the transitions below.
+	kinds          [statusKindCount]int // live requests (not deletes) by expect's kind
+	deferred       int                  // retrying after RetryAfter(d, nil)
+	failing        int                  // requests with an error (deletes included)
+	failingDeletes int
+	blocked        int // held by a misconfiguration
+	running        int // attempts executing, overdue ones included
+	dirty          bool
+
+	lastAttempt uint64
+}
+
+func newWork[Obj any]() *work[Obj] {
+	return &work[Obj]{
+		byKey: map[string]*request[Obj]{},
+		byDue: reqHeap[Obj]{
+			less: func(a, b *request[Obj]) bool { return a.due.Before(b.due) },
+			idx:  func(r *request[Obj]) *int { return &r.dueIdx },
+		},
+		byAsk: reqHeap[Obj]{
+			less: func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt },
+			idx:  func(r *request[Obj]) *int { return &r.askIdx },
+		},
+	}
+}
+
+// counted reports whether r counts towards the status kinds: a live
+// object's outstanding request.
+func (r *request[Obj]) counted() bool { return !r.deleted && r.state != stGone }
+
+// leave takes r out of whatever its state puts it in.
+func (w *work[Obj]) leave(r *request[Obj]) {
+	switch r.state {
+	case stQueued, stRunning:
+		w.removeActive(r)
+	case stRetrying:
+		w.byDue.remove(r.dueIdx)
+		w.byAsk.remove(r.askIdx)
+		if r.deferred {
+			w.deferred--
+		}
+	case stHeld:
+		if r.blocked {
+			w.blocked--
+		}
+	}
+	w.count(r, -1)
+	w.setErr(r, "", time.Time{})
+}
+
+// count adds d to the count of r's kind as Status reports it: a failing
+// object is in Error even when its status could not be written (a
+// misconfiguration), else it is what the table holds.
+func (w *work[Obj]) count(r *request[Obj], d int) {
+	if !r.counted() {
+		return
+	}
+	kind := r.expect.Kind
+	if r.err != "" {
+		kind = StatusKindError
+	}
+	if !kind.Valid() {
+		kind = StatusKindPending
+	}
+	w.kinds[kind] += d
+}
+
+// enter puts r into state s, with r's fields already set for it.
+func (w *work[Obj]) enter(r *request[Obj], s reqState, errMsg string, now time.Time) {
+	r.state = s
+	switch s {
+	case stQueued, stRunning:
+		r.activeIdx = len(w.active)
+		w.active = append(w.active, r)
+	case stRetrying:
+		w.byDue.push(r)
+		w.byAsk.push(r)
+		if r.deferred {
+			w.deferred++
+		}
+	case stHeld:
+		if r.blocked {
+			w.blocked++
+		}
+	}
+	w.setErr(r, errMsg, now)
+	w.count(r, +1)
+	w.dirty = true
+}
+
+func (w *work[Obj]) setErr(r *request[Obj], msg string, at time.Time) {
+	if (r.err != "") != (msg != "") {
+		d := 1
+		if msg == "" {
+			d = -1
+		}
+		w.failing += d
+		if r.deleted {
+			w.failingDeletes += d
+		}
+	}
+	r.err, r.errAt = msg, at
+}
+
+func (w *work[Obj]) removeActive(r *request[Obj]) {
+	last := len(w.active) - 1
+	moved := w.active[last]
+	w.active[r.activeIdx], moved.activeIdx = moved, r.activeIdx
+	w.active[last] = nil
+	w.active = w.active[:last]
+}
+
+// add makes a new request for key, replacing whatever was outstanding for
+// it: retries follow the object, not the revision. An attempt still
+// executing keeps the key busy; its result will not be wanted.
+func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
+	r, ok := w.byKey[key]
+	if ok {
+		w.leave(r)
+	} else {
+		r = w.alloc()
+		w.byKey[key] = r
+	}
+	running, logged, loggedAt, gen := r.running, r.loggedErr, r.loggedAt, r.gen
+	*r = request[Obj]{
+		key: key, obj: ch.obj, rev: ch.rev, deleted: ch.deleted,
+		asked: st, expect: st, askedAt: askedAt, pickedAt: now,
+		running: running, loggedErr: logged, loggedAt: loggedAt, gen: gen,
+	}
+	if !ch.deleted && st.Kind == StatusKindPending {
+		r.requestedAt = st.UpdatedAt
+	}
+	w.enter(r, stQueued, "", now)
+	w.markReady(r)
+	return r
+}
+
+// alloc returns a zeroed record, reused if one is free.
+func (w *work[Obj]) alloc() *request[Obj] {
+	n := len(w.free)
+	if n == 0 {
+		return new(request[Obj])
+	}
+	r := w.free[n-1]
+	w.free[n-1] = nil
+	w.free = w.free[:n-1]
+	return r
+}
+
+// forget removes r from byKey and keeps the record for reuse.
+func (w *work[Obj]) forget(r *request[Obj]) {
+	delete(w.byKey, r.key)
+	if len(w.free) < 4096 {
+		*r = request[Obj]{gen: r.gen + 1}
+		w.free = append(w.free, r)
+	}
+}
+
+// markReady lets a queued request be dispatched once its key is free.
+func (w *work[Obj]) markReady(r *request[Obj]) {
+	if r.state == stQueued && r.running == 0 {
+		r.gen++
+		w.ready = append(w.ready, readyEntry[Obj]{r, r.gen})
+	}
+}
+
+// takeReady returns the queued requests that may start now and marks
+// them running, each with a new attempt id.
+func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
+	buf = buf[:0]
+	for _, e := range w.ready {
+		// The request may have been replaced, settled or queued again
+		// since this entry was made.
+		r := e.r
+		if r.gen != e.gen || r.state != stQueued || r.running != 0 {
+			continue
+		}
+		w.lastAttempt++
+		r.attempt, r.running = w.lastAttempt, w.lastAttempt
+		r.state = stRunning // stays in active: no count changes
+		w.running++
+		buf = append(buf, r)
+	}
+	clear(w.ready)
+	w.ready = w.ready[:0]
+	return buf
+}
+
+// returned records that attempt id of r stopped executing. It reports
+// whether its result is still wanted.
+func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
+	if r.running == id {
+		r.running = 0
+		w.running--
+		if r.state == stGone {
+			w.forget(r)
+		} else {
+			w.markReady(r) // a newer request waited for the key
+		}
+	}
+	if r.attempt != id {
+		return false
+	}
+	r.attempt = 0
+	return true
+}
+
+// overdue records that attempt id of r ran past its timeout: its result is
+// given up on now (the caller records the failure), though it still runs.
+func (w *work[Obj]) overdue(r *request[Obj], id uint64) bool {
+	if r.attempt != id {
+		return false
+	}
+	r.attempt = 0
+	return true
+}
+
+// settle forgets r: nothing is outstanding for its key.
+func (w *work[Obj]) settle(r *request[Obj]) {
+	w.leave(r)
+	r.attempt = 0
+	if r.running != 0 {
+		w.enter(r, stGone, "", time.Time{})
+		return
+	}
+	r.state = stGone
+	w.forget(r)
+	w.dirty = true
+}
+
+// retry schedules r's next attempt at due. A deferral (RetryAfter(d, nil))
+// is not a failure: the status stays as it is.
+func (w *work[Obj]) retry(r *request[Obj], due time.Time, deferred bool, errMsg string, now time.Time) {
+	w.leave(r)
+	r.due, r.deferred = due, deferred
+	w.enterKeepingSince(r, stRetrying, errMsg, now)
+}
+
+// hold gives up on r until its object changes: it stays failing.
+func (w *work[Obj]) hold(r *request[Obj], errMsg string, blocked bool, now time.Time) {
+	w.leave(r)
+	r.blocked = blocked
+	w.enterKeepingSince(r, stHeld, errMsg, now)
+}
+
+// enterKeepingSince enters s; a failure keeps the time it began.
+func (w *work[Obj]) enterKeepingSince(r *request[Obj], s reqState, errMsg string, now time.Time) {
+	since := now
+	if errMsg != "" && !r.errAt.IsZero() {
+		since = r.errAt
+	}
+	w.enter(r, s, errMsg, since)
+}
+
+// setExpect records that the table now holds st as this reconciler's
+// status of r's object.
+func (w *work[Obj]) setExpect(r *request[Obj], st Status) {
+	w.count(r, -1)
+	r.expect = st
+	w.count(r, +1)
+	w.dirty = true
+}
+
+// requeue puts a due retry back into the queue.
+func (w *work[Obj]) requeue(r *request[Obj], now time.Time) {
+	errMsg, since := r.err, r.errAt
+	w.leave(r)
+	r.pickedAt = now
+	w.enter(r, stQueued, errMsg, since)
+	w.markReady(r)
+}
+
+// popDue returns the earliest retry if it is due at now.
+func (w *work[Obj]) popDue(now time.Time) (*request[Obj], bool) {
+	if len(w.byDue.items) == 0 || w.byDue.items[0].due.After(now) {
+		return nil, false
+	}
+	return w.byDue.items[0], true
+}
+
+// nextDue is when the earliest retry is due.
+func (w *work[Obj]) nextDue() (time.Time, bool) {
+	if len(w.byDue.items) == 0 {
+		return time.Time{}, false
+	}
+	return w.byDue.items[0].due, true
+}

@@ -1,0 +1,92 @@
+package dirsource
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/converge-go/converge/source"
+)
+
+// Defaults of Config.
+const (
+	// DefaultDebounce is how long the directory must be quiet before the
+	// changed files are read: long enough for an editor's save or a
+	// "kubectl cp" to finish, short enough to feel immediate.
+	DefaultDebounce = 100 * time.Millisecond
+	// DefaultResync is the period of the relist that catches what inotify
+	// cannot see (a missed event, a change on a remounted filesystem). A
+	// relist of unchanged files writes nothing.
+	DefaultResync = 30 * time.Second
+)
+
+// Config describes a directory source.
+type Config[Obj comparable] struct {
+	// Dir is the directory of manifests; only its top level is read.
+	// Required.
+	Dir string
+
+	// Match selects the manifest files by name. Default DefaultMatch.
+	Match func(name string) bool
+
+	// Decode turns one file into its objects. Its error should say where
+	// (DecodeYAML's errors carry the line); the source reports it with
+	// the file name, and the file keeps the objects it had. Required.
+	Decode func(name string, data []byte) ([]Obj, error)
+
+	// Debounce: see DefaultDebounce. It must be positive.
+	Debounce time.Duration
+
+	// Source is the rest of the source's configuration: Name, Table,
+	// Equal, Pending, Owns, buffer and metrics. Its ListerWatcher and
+	// Transform are set by New. Source.Resync defaults to DefaultResync
+	// (source.Off turns it off).
+	Source source.Config[File, Obj]
+}
+
+// Register builds a directory source and adds it to the hive module of p;
+// see New.
+func Register[Obj comparable](cfg Config[Obj], p source.Params) error {
+	_, err := New(cfg, p)
+	return err
+}
+
+// New checks the directory (it exists, inotify can watch it, its
+// filesystem lets inotify see every change) and registers the source.
+// Its errors wrap source.ErrInvalidConfig, ErrNotDir, ErrUnsupportedFS or
+// ErrInotifyLimit, and say what to do.
+func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error) {
+	if cfg.Decode == nil {
+		return nil, fmt.Errorf("%w: Decode is required", source.ErrInvalidConfig)
+	}
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: Dir is required", source.ErrInvalidConfig)
+	}
+	if cfg.Debounce == 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.Debounce < 0 {
+		return nil, fmt.Errorf("%w: Debounce %s is negative", source.ErrInvalidConfig, cfg.Debounce)
+	}
+	lw, err := NewListerWatcher(cfg.Dir, cfg.Match, cfg.Debounce)
+	if err != nil {
+		return nil, fmt.Errorf("directory source %q: %w", cfg.Source.Name, err)
+	}
+	sc := cfg.Source
+	sc.ListerWatcher = lw
+	decode := cfg.Decode
+	sc.Transform = func(name string, f File) ([]Obj, error) {
+		if len(bytes.TrimSpace(f.Data)) == 0 {
+			// The state of a file that its writer truncated and has not
+			// written yet: keep what it had.
+			return nil, ErrEmptyFile
+		}
+		// The error is reported on the item's key, the file name.
+		return decode(name, f.Data)
+	}
+	if sc.Resync == 0 {
+		sc.Resync = DefaultResync
+	}
+
+	return source.New(sc, p)
+}

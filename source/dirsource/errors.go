@@ -1,0 +1,23 @@
+package dirsource
+
+import "errors"
+
+var (
+	// ErrInotifyLimit is wrapped by the error of a source that could not
+	// get an inotify instance or watch because a kernel limit was reached
+	// (fs.inotify.max_user_instances or fs.inotify.max_user_watches).
+	ErrInotifyLimit = errors.New("inotify limit reached")
+
+	// ErrUnsupportedFS is wrapped by the error of a source whose
+	// directory is on a filesystem where inotify misses changes (made by
+	// other hosts, or by the FUSE daemon).
+	ErrUnsupportedFS = errors.New("filesystem does not support inotify reliably")
+
+	// ErrEmptyFile is reported for an empty manifest: it is taken as a
+	// file its writer has truncated and not written yet, so its objects
+	// are kept. Remove a file to delete its objects.
+	ErrEmptyFile = errors.New("empty file (being written?): its objects are kept; remove the file to delete them")
+
+	// ErrNotDir is wrapped when Config.Dir is not a directory.
+	ErrNotDir = errors.New("not a directory")
+)

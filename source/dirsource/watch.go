@@ -1,0 +1,272 @@
+package dirsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/converge-go/converge/source"
+)
+
+// File is one manifest: its name in the directory and its content. It is
+// the item type of the source; the key of a file is its name.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// ListerWatcher lists and watches the manifests of one directory. List
+// opens the inotify watch before it reads the directory, so that nothing
+// changed between the two is missed, and hands it to the next Watch, whose
+// resume point it returns; a watch cannot be resumed after it ends (inotify
+// keeps no history), so a second Watch with that point fails with
+// source.ErrExpired and the source lists again. Its methods are for one
+// goroutine, the source's.
+type ListerWatcher struct {
+	dir      string
+	match    func(name string) bool
+	debounce time.Duration
+
+	watcher *fsnotify.Watcher // opened by List, taken by Watch
+	token   uint64            // the resume point of watcher
+	hashes  map[string]uint64 // content hash of each file as last emitted
+	seed    maphash.Seed
+
+	// beforeEvent, when set (by tests), runs before each inotify event is
+	// handled: a test stalls it to make the kernel queue overflow.
+	beforeEvent func()
+}
+
+var _ source.ListerWatcher[File] = (*ListerWatcher)(nil)
+
+// NewListerWatcher returns a ListerWatcher of dir's files that match
+// (every *.yaml, *.yml and *.json not starting with "." when match is
+// nil), debounced by debounce. It fails when dir is not a directory or is
+// on a filesystem where inotify is unreliable (ErrUnsupportedFS), and
+// when no inotify instance or watch can be had (ErrInotifyLimit).
+func NewListerWatcher(dir string, match func(name string) bool, debounce time.Duration) (*ListerWatcher, error) {
+	if match == nil {
+		match = DefaultMatch
+	}
+	lw := &ListerWatcher{dir: dir, match: match, debounce: debounce, hashes: map[string]uint64{}, seed: maphash.MakeSeed()}
+	if err := lw.check(); err != nil {
+		return nil, err
+	}
+	return lw, nil
+}
+
+// check verifies the directory and that inotify can watch it.
+func (lw *ListerWatcher) check() error {
+	st, err := os.Stat(lw.dir)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s: %w", lw.dir, ErrNotDir)
+	}
+	if err := checkFS(lw.dir, statfs); err != nil {
+		return err
+	}
+	w, err := lw.open()
+	if err != nil {
+		return err
+	}
+	return w.Close()
+}
+
+func (lw *ListerWatcher) open() (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, limitError("inotify", err)
+	}
+	if err := w.Add(lw.dir); err != nil {
+		w.Close()
+		return nil, limitError("watch "+lw.dir, err)
+	}
+	return w, nil
+}
+
+// DefaultMatch accepts the names of YAML and JSON files that are not
+// hidden: *.yaml, *.yml, *.json, not starting with ".". Editors' temporary
+// files and the ".." entries of ConfigMap mounts do not match.
+func DefaultMatch(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	switch filepath.Ext(name) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Close releases the inotify watch a List opened and no Watch took.
+func (lw *ListerWatcher) Close() error {
+	if lw.watcher == nil {
+		return nil
+	}
+	err := lw.watcher.Close()
+	lw.watcher = nil
+	return err
+}
+
+// List implements source.ListerWatcher: it opens the watch, then reads
+// every matching file.
+func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[File], error) {
+	lw.Close()
+	w, err := lw.open()
+	if err != nil {
+		return source.ListResult[File]{}, err
+	}
+	files, err := lw.readAll()
+	if err != nil {
+		w.Close()
+		return source.ListResult[File]{}, err
+	}
+	lw.watcher = w
+	lw.token++
+	clear(lw.hashes)
+	res := source.ListResult[File]{Items: make([]source.Keyed[File], 0, len(files)), Resume: strconv.FormatUint(lw.token, 10)}
+	for _, f := range files {
+		lw.hashes[f.Name] = lw.hash(f.Data)
+		res.Items = append(res.Items, source.Keyed[File]{Key: f.Name, Item: f})
+	}
+	return res, ctx.Err()
+}
+
+// readAll reads every matching file of the directory. A file that
+// vanishes meanwhile is skipped.
+func (lw *ListerWatcher) readAll() ([]File, error) {
+	entries, err := os.ReadDir(lw.dir)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]File, 0, len(entries))
+	for _, e := range entries {
+		if !lw.match(e.Name()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(lw.dir, e.Name()))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		files = append(files, File{Name: e.Name(), Data: data})
+	}
+	return files, nil
+}
+
+func (lw *ListerWatcher) hash(data []byte) uint64 { return maphash.Bytes(lw.seed, data) }
+
+// Watch implements source.ListerWatcher. It follows the inotify watch
+// that the List which returned resume opened, until ctx ends or inotify
+// fails.
+func (lw *ListerWatcher) Watch(ctx context.Context, resume string, emit func(source.Event[File]) error) error {
+	w := lw.watcher
+	if w == nil || resume != strconv.FormatUint(lw.token, 10) {
+		return fmt.Errorf("%s: no watch since the last list: %w", lw.dir, source.ErrExpired)
+	}
+	lw.watcher = nil
+	defer w.Close()
+	d := newDebouncer(lw.debounce)
+	defer d.stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-w.Errors:
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				return fmt.Errorf("%s: %w: %w", lw.dir, source.ErrOverflow, err)
+			}
+			return fmt.Errorf("%s: inotify: %w", lw.dir, err)
+		case ev, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("%s: inotify closed", lw.dir)
+			}
+			if lw.beforeEvent != nil {
+				lw.beforeEvent()
+			}
+			if err := lw.event(ev, d); err != nil {
+				return err
+			}
+		case <-d.fire():
+			names, rescan := d.take()
+			if err := lw.flush(names, rescan, emit); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// event notes one inotify event: a matching name is to be read again, a
+// ".." name (a ConfigMap's symlink swap) means every file is.
+func (lw *ListerWatcher) event(ev fsnotify.Event, d *debouncer) error {
+	if filepath.Clean(ev.Name) == filepath.Clean(lw.dir) {
+		if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			return fmt.Errorf("%s: the directory was removed or moved", lw.dir)
+		}
+		return nil
+	}
+	name := filepath.Base(ev.Name)
+	switch {
+	case strings.HasPrefix(name, ".."):
+		d.add("", true)
+	case lw.match(name):
+		d.add(name, false)
+	}
+	return nil
+}
+
+// flush reads the names due and emits what changed.
+func (lw *ListerWatcher) flush(names map[string]struct{}, rescan bool, emit func(source.Event[File]) error) error {
+	if rescan {
+		entries, err := os.ReadDir(lw.dir)
+		if err != nil {
+			return fmt.Errorf("%s: rescan: %w", lw.dir, err)
+		}
+		for name := range lw.hashes {
+			names[name] = struct{}{}
+		}
+		for _, e := range entries {
+			if lw.match(e.Name()) {
+				names[e.Name()] = struct{}{}
+			}
+		}
+	}
+	for name := range names {
+		data, err := os.ReadFile(filepath.Join(lw.dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, known := lw.hashes[name]; !known {
+				continue
+			}
+			delete(lw.hashes, name)
+			if err := emit(source.Event[File]{Kind: source.Delete, Key: name}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", lw.dir, err)
+		}
+		h := lw.hash(data)
+		if old, known := lw.hashes[name]; known && old == h {
+			continue
+		}
+		lw.hashes[name] = h
+		if err := emit(source.Event[File]{Kind: source.Upsert, Key: name, Item: File{Name: name, Data: data}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,52 @@
+// Package source keeps a desired-state table fed from where the desired
+// state really lives: a Kubernetes API, a directory of manifests, etcd.
+//
+// A source lists the external items, then watches them from the list's
+// resume point, and writes the objects it derives from them (Transform)
+// into a statedb table that a reconciler drains. Register adds one as a job
+// of the hive module it is called in; one line per source:
+//
+//	cell.Invoke(func(p source.Params, t statedb.RWTable[*File]) error {
+//		return source.Register(source.Config[*Manifest, *File]{Name: "dir", Table: t, ...}, p)
+//	})
+//
+// # Contract
+//
+//   - Initialization: a source registers a table initializer and commits
+//     its first complete list in one write transaction that also marks the
+//     initializer done. A reconciler's full reconciliation and Prune
+//     therefore never see a partial desired set.
+//   - Relist: whenever the watch cannot resume (ErrExpired, ErrOverflow, or
+//     a reconnect without a resume point), and on each Config.Resync, the
+//     source lists again and replaces its rows in one transaction: rows
+//     that the list no longer yields are deleted in that transaction.
+//   - Ownership: a source deletes only rows it wrote itself, and never
+//     overwrites a row that Config.Owns says belongs to someone else, so
+//     several sources (and an API) can share one table.
+//   - No-op suppression: an object equal (Config.Equal, status excluded)
+//     to the row the table holds writes nothing. Only a real change is
+//     written, with the status Config.Pending gives it. A relist of a
+//     million unchanged items takes no write lock and triggers no
+//     reconciliation.
+//   - Nothing dropped: watch events are coalesced per key in a buffer of
+//     at most Config.BufferSize keys and committed in batches (at most
+//     Config.BufferWait after the oldest); a full buffer blocks the
+//     watcher instead of dropping its events.
+//   - Errors: a failed list or watch is retried with backoff; an item that
+//     Transform rejects keeps the objects it had and is reported, with its
+//     key and error, in health and Status.
+//
+// # Observing
+//
+// Each source reports health (OK, or Degraded with the last error and the
+// time since the last successful sync), a StatusSnapshot (Source.Status, and
+// the source/status and source/resync script commands that Cell adds)
+// and metrics (Metrics; NewPrometheus gives the converge_source_*
+// Prometheus series, every series created at zero).
+//
+// # Implementing a ListerWatcher
+//
+// The interface is two methods, List and Watch; see ListerWatcher. The
+// package's README section "Feeding the table" shows an adapter for a
+// Kubernetes client-go cache.ListerWatcher in about thirty lines.
+package source

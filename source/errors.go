@@ -1,0 +1,30 @@
+package source
+
+import "errors"
+
+var (
+	// ErrExpired is returned (wrapped) by ListerWatcher.Watch when the
+	// resume point it was given is too old to resume from: etcd compacted
+	// past it, a Kubernetes API server answered 410 Gone. The source lists
+	// again.
+	ErrExpired = errors.New("resume point expired")
+
+	// ErrOverflow is returned (wrapped) by ListerWatcher.Watch when it lost
+	// events, for example an inotify queue overflow. The source lists
+	// again.
+	ErrOverflow = errors.New("watch overflowed: events were lost")
+
+	// ErrInvalidConfig is wrapped by the errors of New and Register for a
+	// Config that cannot work; the message names the field.
+	ErrInvalidConfig = errors.New("invalid source config")
+
+	// ErrStaleWatch is what Emit returns to a watch whose session has
+	// ended (the source relisted or stopped meanwhile). Its events are
+	// superseded, not applied: return from Watch.
+	ErrStaleWatch = errors.New("watch session ended")
+
+	// ErrOwnedByOther is reported for an item whose object has the primary
+	// key of a row that Config.Owns says belongs to another writer. The
+	// row is left as it is.
+	ErrOwnedByOther = errors.New("row is owned by another writer")
+)

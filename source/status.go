@@ -1,0 +1,151 @@
+package source
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StatusSnapshot is what a source is doing, for Source.Status, the
+// source/status command and health.
+type StatusSnapshot struct {
+	Module string `json:"module"`
+	Name   string `json:"name"`
+	Table  string `json:"table"`
+
+	// State is "listing", "watching", "backing off" or "stopped".
+	State       string `json:"state"`
+	Initialized bool   `json:"initialized"`
+
+	Items   int `json:"items"`   // keys that produced objects
+	Objects int `json:"objects"` // rows the source wrote and owns
+
+	Events  uint64 `json:"events"`  // events received from watches
+	Commits uint64 `json:"commits"` // write transactions of events
+	Upserts uint64 `json:"upserts"` // rows written, by events and relists
+	Deletes uint64 `json:"deletes"` // rows deleted, by events and relists
+	Relists uint64 `json:"relists"` // successful lists, the first included
+
+	LastRelist Relist `json:"last-relist"`
+
+	// LastSync is when the table last matched a successful list or commit.
+	LastSync time.Time `json:"last-sync"`
+	// LastError is the last list or watch error, and LastErrorAt when it
+	// happened; it is current while LastErrorAt is after LastSync.
+	LastError   string    `json:"last-error,omitempty"`
+	LastErrorAt time.Time `json:"last-error-at"`
+
+	// Failing are the first items (by key) whose Transform failed or
+	// whose row is owned by another writer; FailingCount counts them all.
+	Failing      []ItemError `json:"failing,omitempty"`
+	FailingCount int         `json:"failing-count"`
+
+	// Pending is the number of keys waiting in the buffer, and Lag the age
+	// of the oldest of them.
+	Pending int           `json:"pending"`
+	Lag     time.Duration `json:"lag"`
+	Resume  string        `json:"resume"`
+
+	UpdatedAt time.Time `json:"updated-at"`
+}
+
+// Relist is one list and replace.
+type Relist struct {
+	At       time.Time     `json:"at"`
+	Reason   RelistReason  `json:"reason"`
+	Duration time.Duration `json:"duration"`
+	Items    int           `json:"items"`
+	Upserts  int           `json:"upserts"`
+	Deletes  int           `json:"deletes"`
+}
+
+// ItemError is why one item has no (new) objects.
+type ItemError struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// maxFailingShown bounds Failing in snapshots and health.
+const maxFailingShown = 10
+
+// DisplayName is the source's name in commands and health.
+func (s StatusSnapshot) DisplayName() string { return ID{s.Module, s.Name}.DisplayName() }
+
+// Healthy reports whether the source is synced and no item fails.
+func (s StatusSnapshot) Healthy() bool {
+	return s.FailingCount == 0 && (s.LastError == "" || !s.LastErrorAt.After(s.LastSync))
+}
+
+// HealthMessage is the health report: "OK, N items, M objects", or why it
+// is degraded, with the time since the last successful sync.
+func (s StatusSnapshot) HealthMessage() string {
+	if s.Healthy() {
+		return fmt.Sprintf("OK, %d items, %d objects", s.Items, s.Objects)
+	}
+	var b strings.Builder
+	since := "never synced"
+	if !s.LastSync.IsZero() {
+		since = fmt.Sprintf("last sync %s ago", s.UpdatedAt.Sub(s.LastSync).Round(time.Millisecond))
+	}
+	b.WriteString(since)
+	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
+		fmt.Fprintf(&b, "; %s", s.LastError)
+	}
+	if s.FailingCount > 0 {
+		fmt.Fprintf(&b, "; %d item(s) failing", s.FailingCount)
+		for _, e := range s.Failing {
+			fmt.Fprintf(&b, "; %s: %s", e.Key, e.Error)
+		}
+	}
+	return b.String()
+}
+
+// cause is the error behind a degraded health: the current list or
+// watch error, else the first failing item.
+func (s StatusSnapshot) cause() error {
+	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
+		return errors.New(s.LastError)
+	}
+	if len(s.Failing) > 0 {
+		return fmt.Errorf("%s: %s", s.Failing[0].Key, s.Failing[0].Error)
+	}
+	return nil
+}
+
+// tracker holds the parts of the status that change, under a mutex: the
+// source's goroutine writes, Status reads.
+type tracker struct {
+	mu   sync.Mutex
+	snap StatusSnapshot
+}
+
+func (t *tracker) update(fn func(s *StatusSnapshot)) {
+	t.mu.Lock()
+	fn(&t.snap)
+	t.mu.Unlock()
+}
+
+func (t *tracker) get() StatusSnapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.snap
+	s.Failing = slices.Clone(s.Failing)
+	return s
+}
+
+// failingList returns the first failing items by key.
+func failingList(failing map[string]string) []ItemError {
+	keys := slices.Sorted(maps.Keys(failing))
+	if len(keys) > maxFailingShown {
+		keys = keys[:maxFailingShown]
+	}
+	out := make([]ItemError, len(keys))
+	for i, k := range keys {
+		out[i] = ItemError{Key: k, Error: failing[k]}
+	}
+	return out
+}
