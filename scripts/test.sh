@@ -90,9 +90,13 @@ PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
 # etcd/ is a module of its own (github.com/converge-go/converge/etcd), so
 # that the etcd client and server, gRPC and OpenTelemetry stay out of the
 # core go.mod; `go vet ./...` and `go test ./...` above do not enter it.
-# Its tests run a real etcd: the embedded server of
+# Most of its tests run a real etcd: the embedded server of
 # go.etcd.io/etcd/server/v3/embed, in-process on 127.0.0.1, so nothing is
-# installed. They add about a minute on 2 cores.
+# installed. The replicas' multi-process fault tests (etcd/shard/e2e_*_test.go)
+# build an etcd server and a replica binary with go build, run them in
+# network namespaces of their own (ip, as root) and cut one off with nft
+# (installed by the nftables block above); without those they skip, and
+# fail under CI=true. The module's tests take about 2.5 minutes on 2 cores.
 for mod in etcd; do
 	echo "== $mod: go vet"
 	(cd "$mod" && go vet ./...)
