@@ -124,6 +124,10 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 	} else if !l.work.returned(r, res.attempt) {
 		return v, w, false
 	}
+	if !l.ownsKey(r.key) {
+		l.disown(r) // no status is written for a key another replica owns
+		return v, w, false
+	}
 	r.tried = true // its result is in: the change has been attempted
 	v = verdict[Obj]{r: r, res: res}
 	if res.err != nil && !isDeferral(res.err) {

@@ -199,6 +199,10 @@ type Config[Obj any] struct {
 	// default Metrics (see package metrics), else none.
 	Metrics Metrics
 
+	// Ownership, if set, limits the reconciler to the keys this replica
+	// owns (see Ownership). Not with BatchOperations. Default: every key.
+	Ownership Ownership
+
 	// StartSuspended constructs the reconciler suspended: nothing is
 	// reconciled until Resume (for example once leadership is gained).
 	StartSuspended bool
@@ -271,6 +275,9 @@ func (cfg Config[Obj]) validateShape() error {
 	case cfg.SyncOperations == nil:
 		if cfg.SyncDebounce != (Debounce{}) {
 			return bad("Config.SyncDebounce applies only with Config.SyncOperations")
+		}
+		if cfg.Ownership != nil && cfg.BatchOperations != nil {
+			return bad("Config.Ownership cannot be used with Config.BatchOperations yet: a batch runs under one context, a key's fencing token is its own")
 		}
 		return nil
 	case cfg.BatchOperations != nil:

@@ -45,6 +45,11 @@ type loop[Obj comparable] struct {
 	status    healthState
 	failLog   failureLog
 
+	// parked holds the latest change of each key this replica does not
+	// own (Config.Ownership): not outstanding work (owned.go).
+	parked     map[string]change[Obj]
+	parkedLive int // parked keys that are in the table
+
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
 
@@ -179,8 +184,13 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 			if r.deleted {
 				op = OpDelete
 			}
+			opCtx, ok := l.acquire(ctx, r)
+			if !ok {
+				l.notStarted(r)
+				continue
+			}
 			entries[i] = entry(r)
-			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn})
+			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn, ctx: opCtx})
 		}
 		l.exec.submit(ctx, tasks...)
 		clear(tasks)
@@ -215,13 +225,12 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 	if next, ok := l.work.nextDue(); ok && canPull && !timers.round.armed {
 		timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
 	}
-	var initCh <-chan struct{}
-	if !l.initialized {
-		initCh = l.initWatch
-	}
+	initCh, ownCh := l.eventChannels()
 	select {
 	case <-ctx.Done():
 		return false
+	case <-ownCh:
+		l.ownershipChanged()
 	case <-changesCh:
 	case <-initCh:
 		l.initialized = true
@@ -245,6 +254,18 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		l.full.wanted = true
 	}
 	return true
+}
+
+// eventChannels are the channels of the table's initialization (until it
+// is) and of ownership changes (with Config.Ownership); nil otherwise.
+func (l *loop[Obj]) eventChannels() (initCh, ownCh <-chan struct{}) {
+	if !l.initialized {
+		initCh = l.initWatch
+	}
+	if l.cfg.Ownership != nil {
+		ownCh = l.cfg.Ownership.Changed()
+	}
+	return initCh, ownCh
 }
 
 // roundDelay returns how long until the round limiter allows a round. It

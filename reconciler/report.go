@@ -38,11 +38,13 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 	}
 	s.LastRound, s.LastFull = l.lastRound, l.lastFull
 	pending, refreshing, errs := w.kinds[StatusKindPending], w.kinds[StatusKindRefreshing], w.kinds[StatusKindError]
+	unowned := l.parkedLive
 	s.Objects = ObjectCounts{
 		Pending:    pending,
 		Refreshing: refreshing,
 		Error:      errs,
-		Done:       max(0, objects-pending-refreshing-errs),
+		Unowned:    unowned,
+		Done:       max(0, objects-pending-refreshing-errs-unowned),
 	}
 	// The snapshot before the progress: whoever a wait wakes sees a
 	// Status() at least as new as what it waited for.

@@ -65,6 +65,17 @@ func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 // the change can have been made.
 func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 	now := l.now
+	if l.cfg.Ownership != nil {
+		key := l.keyOf(ch.obj)
+		if !l.ownsKey(key) {
+			if r := l.work.byKey[key]; r != nil && r.state != stGone {
+				l.work.settle(r)
+			}
+			l.park(key, ch)
+			return false
+		}
+		l.unpark(key)
+	}
 	if ch.deleted {
 		l.work.add(l.keyOf(ch.obj), ch, Status{}, askedAt, now)
 		return true

@@ -64,6 +64,9 @@ type ObjectCounts struct {
 	Refreshing int `json:"refreshing"`
 	Done       int `json:"done"`
 	Error      int `json:"error"`
+	// Unowned counts the objects another replica owns (Config.Ownership):
+	// in none of the other counts.
+	Unowned int `json:"unowned,omitempty"`
 }
 
 // RoundInfo describes the last round that committed results.

@@ -202,9 +202,15 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	if s.readHeld {
 		changesCh = nil
 	}
+	var ownCh <-chan struct{}
+	if s.cfg.Ownership != nil {
+		ownCh = s.cfg.Ownership.Changed()
+	}
 	select {
 	case <-ctx.Done():
 		return false
+	case <-ownCh:
+		s.dirty = true // leading now, or not: nextSync asks
 	case <-changesCh:
 	case <-s.readTimer.c():
 		s.readTimer.fired()
@@ -344,7 +350,7 @@ func (e *syncEntry[Obj]) isUntried() bool {
 
 // nextSync is when the next Sync may start, if one is wanted.
 func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
-	if s.running != nil || s.suspended() {
+	if s.running != nil || s.suspended() || (s.cfg.Ownership != nil && !s.cfg.Ownership.Owns(nil)) {
 		return time.Time{}, false
 	}
 	if ok, wait := s.desiredComplete(s.db, s.cfg.Table, s.cfg.InitialPruneDelay, s.log); !ok {

@@ -52,6 +52,16 @@ func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 		changes = append(changes, Change[Obj]{Object: e.obj, Revision: e.rev, Deleted: e.deleted})
 	}
 	slices.SortFunc(changes, func(a, b Change[Obj]) int { return cmp.Compare(a.Revision, b.Revision) })
+	if own := s.cfg.Ownership; own != nil {
+		opCtx, release, ok := own.Acquire(ctx, nil)
+		if !ok {
+			run.err = RetryAfter(0, nil) // no longer leading: nothing ran, nothing failed
+			s.done <- run
+			return
+		}
+		defer release()
+		ctx = opCtx
+	}
 	start := time.Now()
 	run.err = s.call(ctx, s.overrun, OpSync, "", run.failures, func(ctx context.Context) error {
 		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(changes))

@@ -72,6 +72,10 @@ type request[Obj any] struct {
 	// be an overdue one whose result was already given up on.
 	attempt, running uint64
 
+	// release ends the claim of Config.Ownership the running attempt runs
+	// under; called when it returns.
+	release func()
+
 	loggedErr string    // the failure last logged (failure logging)
 	loggedAt  time.Time // and when
 
@@ -230,11 +234,11 @@ func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.R
 		r = w.alloc()
 		w.byKey[key] = r
 	}
-	running, logged, loggedAt, gen := r.running, r.loggedErr, r.loggedAt, r.gen
+	running, release, logged, loggedAt, gen := r.running, r.release, r.loggedErr, r.loggedAt, r.gen
 	*r = request[Obj]{
 		key: key, obj: ch.obj, rev: ch.rev, deleted: ch.deleted,
 		asked: st, expect: st, askedAt: askedAt, pickedAt: now,
-		running: running, loggedErr: logged, loggedAt: loggedAt, gen: gen,
+		running: running, release: release, loggedErr: logged, loggedAt: loggedAt, gen: gen,
 	}
 	if !ch.deleted && st.Kind == StatusKindPending {
 		r.requestedAt = st.UpdatedAt
@@ -295,12 +299,23 @@ func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
 	return buf
 }
 
+// unstart undoes takeReady for r, whose attempt could not start.
+func (w *work[Obj]) unstart(r *request[Obj]) {
+	r.attempt, r.running = 0, 0
+	r.state = stQueued
+	w.running--
+}
+
 // returned records that attempt id of r stopped executing. It reports
 // whether its result is still wanted.
 func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
 	if r.running == id {
 		r.running = 0
 		w.running--
+		if r.release != nil {
+			r.release()
+			r.release = nil
+		}
 		if r.state == stGone {
 			w.forget(r)
 		} else {

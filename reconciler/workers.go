@@ -37,6 +37,9 @@ type task[Obj any] struct {
 	entries []opEntry[Obj]
 	txn     statedb.ReadTxn
 	attempt uint64 // a prune's attempt id
+	// ctx, when set, is what the task runs under (Ownership.Acquire's);
+	// else the worker's.
+	ctx context.Context
 }
 
 // result is what became of one object's attempt (or of a prune).
@@ -143,7 +146,11 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 			continue
 		}
 		handedOff = false
-		buf = e.run(ctx, &t, overrun, buf[:0])
+		runCtx := ctx
+		if t.ctx != nil {
+			runCtx = t.ctx
+		}
+		buf = e.run(runCtx, &t, overrun, buf[:0])
 		e.finish(buf, handedOff)
 		clear(buf)
 		t = task[Obj]{}

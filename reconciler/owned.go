@@ -1,0 +1,117 @@
+package reconciler
+
+import (
+	"context"
+	"unsafe"
+)
+
+// The per-object loop's side of Ownership: keys this replica does not own
+// are parked (their latest change kept, no request made), requests whose
+// keys it stops owning are dropped and parked, and parked keys it comes to
+// own are turned into requests at once.
+
+// ownsKey reports whether this replica owns key (always, without
+// Config.Ownership).
+func (l *loop[Obj]) ownsKey(key string) bool {
+	own := l.cfg.Ownership
+	return own == nil || own.Owns(unsafe.Slice(unsafe.StringData(key), len(key)))
+}
+
+// park keeps key's latest change while this replica does not own it.
+func (l *loop[Obj]) park(key string, ch change[Obj]) {
+	if l.parked == nil {
+		l.parked = map[string]change[Obj]{}
+	}
+	if old, ok := l.parked[key]; ok && !old.deleted {
+		l.parkedLive--
+	}
+	if !ch.deleted {
+		l.parkedLive++
+	}
+	l.parked[key] = ch
+}
+
+// unpark forgets key's parked change.
+func (l *loop[Obj]) unpark(key string) {
+	if old, ok := l.parked[key]; ok {
+		if !old.deleted {
+			l.parkedLive--
+		}
+		delete(l.parked, key)
+	}
+}
+
+// disown parks a request's key: the request is dropped, its operation (if
+// one runs) is no longer wanted and writes nothing.
+func (l *loop[Obj]) disown(r *request[Obj]) {
+	l.park(r.key, change[Obj]{obj: r.obj, rev: r.rev, deleted: r.deleted})
+	l.work.settle(r)
+}
+
+// ownershipChanged looks at every parked key, every request and every
+// object again: a walk of the table, but ownership changes are rare and
+// an object Done here that another replica now owns must leave the counts.
+func (l *loop[Obj]) ownershipChanged() {
+	for key, ch := range l.parked {
+		if l.ownsKey(key) {
+			l.unpark(key)
+			l.regain(key, ch)
+		}
+	}
+	for key, r := range l.work.byKey {
+		if r.state != stGone && !l.ownsKey(key) {
+			l.disown(r)
+		}
+	}
+	for obj, rev := range l.cfg.Table.All(l.db.ReadTxn()) {
+		key := l.keyOf(obj)
+		if _, parked := l.parked[key]; !parked && !l.ownsKey(key) {
+			l.park(key, change[Obj]{obj: obj, rev: rev})
+		}
+	}
+	l.work.dirty = true
+}
+
+// regain makes a request of a parked change of a key this replica now
+// owns: a delete, a Pending or Refreshing object, or an object whose last
+// attempt here failed (it is retried at once).
+func (l *loop[Obj]) regain(key string, ch change[Obj]) {
+	askedAt := l.readTo + 1
+	if ch.deleted {
+		l.work.add(key, ch, Status{}, askedAt, l.now)
+		return
+	}
+	st := l.cfg.GetObjectStatus(ch.obj)
+	switch {
+	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
+		l.work.add(key, ch, st, askedAt, l.now)
+	case st.Kind == StatusKindError:
+		r := l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
+		l.work.setExpect(r, st)
+		r.attempts, r.tried = 1, true
+		l.work.retry(r, l.now, false, st.Error, l.now)
+	}
+}
+
+// acquire claims r's key for its operation: the context it runs under and
+// the release to call once it returns. It reports false, having parked
+// the key, when the key is not owned any more.
+func (l *loop[Obj]) acquire(ctx context.Context, r *request[Obj]) (context.Context, bool) {
+	own := l.cfg.Ownership
+	if own == nil {
+		return nil, true
+	}
+	opCtx, release, ok := own.Acquire(ctx, unsafe.Slice(unsafe.StringData(r.key), len(r.key)))
+	if !ok {
+		return nil, false
+	}
+	r.release = release
+	return opCtx, true
+}
+
+// notStarted parks a request whose key stopped being owned between its
+// queuing and its start.
+func (l *loop[Obj]) notStarted(r *request[Obj]) {
+	l.work.unstart(r)
+	l.disown(r)
+}

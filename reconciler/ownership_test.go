@@ -1,0 +1,140 @@
+package reconciler_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// fakeOwnership owns the keys its predicate accepts; Own changes the
+// predicate, cancels the operations of keys no longer owned, and closes
+// the Changed channel.
+type fakeOwnership struct {
+	mu       sync.Mutex
+	owns     func(key string) bool
+	changed  chan struct{}
+	cancels  map[string][]context.CancelFunc
+	released int
+}
+
+func newFakeOwnership(owns func(string) bool) *fakeOwnership {
+	return &fakeOwnership{owns: owns, changed: make(chan struct{}), cancels: map[string][]context.CancelFunc{}}
+}
+
+func (o *fakeOwnership) Owns(key []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return key != nil && o.owns(string(key))
+}
+
+func (o *fakeOwnership) Acquire(ctx context.Context, key []byte) (context.Context, func(), bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.owns(string(key)) {
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	o.cancels[string(key)] = append(o.cancels[string(key)], cancel)
+	return ctx, func() {
+		o.mu.Lock()
+		o.released++
+		o.mu.Unlock()
+		cancel()
+	}, true
+}
+
+func (o *fakeOwnership) Changed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.changed
+}
+
+func (o *fakeOwnership) Own(owns func(string) bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.owns = owns
+	for key, cancels := range o.cancels {
+		if !owns(key) {
+			for _, c := range cancels {
+				c()
+			}
+			delete(o.cancels, key)
+		}
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// TestOwnershipFiltersOutstandingWork: keys this replica does not own are
+// no outstanding work (no operation, no status, no count but Unowned, no
+// wait); keys it comes to own are reconciled at once; an operation whose
+// key it stops owning is cancelled and writes nothing.
+func TestOwnershipFiltersOutstandingWork(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	f.markInit()
+	own := newFakeOwnership(func(key string) bool { return strings.HasPrefix(key, "a") })
+	blockB := make(chan struct{})
+	ops := newScriptedOps(func(ctx context.Context, key string, n int, _ *testObject) error {
+		if key == "b-slow" && n == 0 {
+			select {
+			case <-blockB:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	r := mustNew(t, f, testConfig(f, ops, reconciler.Config[*testObject]{Concurrency: 4, Ownership: own}))
+	var objs []*testObject
+	for _, k := range []string{"a1", "a2", "b1", "b2"} {
+		objs = append(objs, &testObject{ID: k, Status: reconciler.StatusPending()})
+	}
+	rev := f.insert(t, objs...)
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatalf("the wait counts keys another replica owns: %s", err)
+	}
+	for _, k := range []string{"b1", "b2"} {
+		if n := ops.count(k); n != 0 {
+			t.Errorf("%s reconciled %d times by a replica that does not own it", k, n)
+		}
+		if got := f.get(k).Status.Kind; got != reconciler.StatusKindPending {
+			t.Errorf("%s is %s: a status was written for a key another replica owns", k, got)
+		}
+	}
+	if s := r.Status().Objects; s.Done != 2 || s.Unowned != 2 || s.Pending != 0 {
+		t.Errorf("Status().Objects = %+v, want Done 2, Unowned 2", s)
+	}
+
+	// Coming to own everything: the parked keys are reconciled at once.
+	own.Own(func(string) bool { return true })
+	f.waitFor(ctx, t, "b1 and b2 Done", func() bool {
+		return f.get("b1").Status.Kind == reconciler.StatusKindDone && f.get("b2").Status.Kind == reconciler.StatusKindDone
+	})
+	if s := r.Status().Objects; s.Done != 4 || s.Unowned != 0 {
+		t.Errorf("Status().Objects = %+v after owning everything, want Done 4", s)
+	}
+
+	// Losing a key while its operation runs: cancelled, nothing written.
+	f.insert(t, &testObject{ID: "b-slow", Status: reconciler.StatusPending()})
+	f.waitFor(ctx, t, "b-slow in flight", func() bool { return ops.count("b-slow") == 1 })
+	own.Own(func(key string) bool { return strings.HasPrefix(key, "a") })
+	f.waitFor(ctx, t, "b-slow given back", func() bool { return r.Status().Objects.Unowned == 3 })
+	close(blockB)
+	if got := f.get("b-slow").Status.Kind; got != reconciler.StatusKindPending {
+		t.Errorf("b-slow is %s after its owner changed mid-operation, want Pending", got)
+	}
+	rev = f.table.Revision(f.db.ReadTxn())
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	own.mu.Lock()
+	released := own.released
+	own.mu.Unlock()
+	if released != 5 {
+		t.Errorf("%d claims released, want one per operation (5)", released)
+	}
+}
