@@ -25,6 +25,12 @@ type writer[Item any, Obj comparable] struct {
 	// transformed.absent holds and the lookup before an insert is skipped.
 	trustAbsent bool
 
+	// producers counts, per primary key, the items whose objects include
+	// it: a row goes only when no item produces it any more, so that a
+	// file renamed into place (the new name read before the old one's
+	// removal) keeps its objects.
+	producers map[string]int
+
 	failingDirty bool // failing changed since the status last listed it
 	failingNew   int  // failures recorded since the metrics last counted them
 }
@@ -137,6 +143,7 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 	}
 	if t.del {
 		w.clearFailing(t.key)
+		w.produce(old, -1)
 		for _, o := range old {
 			c.deletes += w.deleteOwned(txn, o)
 		}
@@ -170,6 +177,8 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 		}
 		kept = append(kept, o)
 	}
+	w.produce(kept, +1)
+	w.produce(old, -1)
 	for _, o := range old {
 		if !w.ownedKey(kept, o) {
 			c.deletes += w.deleteOwned(txn, o)
@@ -208,6 +217,9 @@ func (w *writer[Item, Obj]) ownedKey(objs []Obj, o Obj) bool {
 // deleteOwned deletes o's row unless Config.Owns says it is no longer
 // this source's (another writer replaced it).
 func (w *writer[Item, Obj]) deleteOwned(txn statedb.WriteTxn, o Obj) int {
+	if w.producers[string(w.pk.ObjectToKey(o))] > 0 {
+		return 0 // another item of this source produces it now
+	}
 	cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
 	if !found || (w.cfg.Owns != nil && !w.cfg.Owns(cur)) {
 		return 0
@@ -216,6 +228,21 @@ func (w *writer[Item, Obj]) deleteOwned(txn statedb.WriteTxn, o Obj) int {
 		return 0
 	}
 	return 1
+}
+
+// produce adds d to the producer count of each object's primary key.
+func (w *writer[Item, Obj]) produce(objs []Obj, d int) {
+	if w.producers == nil {
+		w.producers = map[string]int{}
+	}
+	for _, o := range objs {
+		k := string(w.pk.ObjectToKey(o))
+		if n := w.producers[k] + d; n > 0 {
+			w.producers[k] = n
+		} else {
+			delete(w.producers, k)
+		}
+	}
 }
 
 // printable shows a primary key as text when it is printable, else in hex.
