@@ -88,8 +88,9 @@ func (s *syncLoop[Obj]) succeeded(run *syncRun[Obj], failed map[string]ObjectFai
 }
 
 // failed handles a Sync that failed as a whole: every object it covered
-// that asked for work is Error, and the Sync is retried with backoff (not
-// at all when the error is Permanent or MaxRetries is spent).
+// that asked for work is Error, and the Sync is retried with backoff
+// unless every change it failed is given up on (Permanent, or its own
+// MaxRetries spent).
 // It returns the writes and how many objects it failed.
 func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([]syncWrite[Obj], int) {
 	s.down, s.failures = true, s.failures+1
@@ -105,7 +106,11 @@ func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([
 			s.requeue(key, e) // unchanged, but still a change since the last success
 		}
 	}
-	if !giveUp {
+	// The Sync is retried while any change it failed is not given up on
+	// by its own count: the Sync's count of failures in a row says how
+	// long to wait, not which objects are done trying (one inserted just
+	// before the last Sync has failed once).
+	if !giveUp || s.anyRetryable() {
 		s.retryNoLaterThan(now.Add(s.delay(whole, s.failures)))
 	}
 	s.failLog.write(&s.loggedErr, &s.loggedAt, "", OpSync, err.Error(), s.failures, now)
@@ -166,10 +171,24 @@ func (s *syncLoop[Obj]) requeue(key string, e *syncEntry[Obj]) {
 	if e.isUntried() {
 		s.untried++
 	}
-	if !e.tried && !s.hasFloor {
+	if !e.tried && (!s.hasFloor || e.floor < s.firstFloor) {
+		// The lowest floor of the untried changes, whatever order they
+		// come back in: a deferred Sync's changes go back among newer
+		// ones read while it ran.
 		s.firstFloor, s.hasFloor = e.floor, true
 	}
 	s.pending[key] = e
+}
+
+// anyRetryable reports whether a failed change waits for a retry, not
+// given up on.
+func (s *syncLoop[Obj]) anyRetryable() bool {
+	for _, e := range s.pending {
+		if e.tried && !e.held {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *syncLoop[Obj]) retryNoLaterThan(t time.Time) {
