@@ -18,13 +18,6 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		failingSet{n: w.failing, first: l.firstErrors})
 
 	oldest := w.oldestPicked(now)
-	l.metrics.Gauges(Gauges{
-		Failing:       w.failing,
-		Waiting:       len(w.active),
-		InFlight:      w.running,
-		Retries:       len(w.byDue.items),
-		OldestWaiting: max(now.Sub(oldest), 0),
-	})
 
 	s := l.baseSnapshot(now, &l.status, l.initialized)
 	s.FailingDeletes = w.failingDeletes
@@ -46,10 +39,18 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		Unowned:    unowned,
 		Done:       max(0, objects-pending-refreshing-errs-unowned),
 	}
-	// The snapshot before the progress: whoever a wait wakes sees a
-	// Status() at least as new as what it waited for.
+	// The snapshot before the progress, the progress before the gauges:
+	// whoever a wait wakes sees a Status() at least as new as what it
+	// waited for, and whoever the metrics wake sees the progress too.
 	l.snapshot.Store(s)
 	l.progress.set(l.progressValues())
+	l.metrics.Gauges(Gauges{
+		Failing:       w.failing,
+		Waiting:       len(w.active),
+		InFlight:      w.running,
+		Retries:       len(w.byDue.items),
+		OldestWaiting: max(now.Sub(oldest), 0),
+	})
 }
 
 // progressValues derives what the waits watch from the outstanding work.

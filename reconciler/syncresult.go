@@ -294,7 +294,6 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	if !s.retryAt.IsZero() {
 		retries = 1
 	}
-	s.metrics.Gauges(Gauges{Failing: len(s.status.failing), Waiting: waiting, InFlight: inFlight, Retries: retries})
 
 	snap := s.baseSnapshot(now, &s.status, s.initialized)
 	snap.Retries, snap.NextRetry = retries, s.retryAt
@@ -304,5 +303,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	snap.Objects = ObjectCounts{Pending: pending, Error: errs, Done: max(0, objects-pending-errs)}
 	s.snapshot.Store(snap)
 	s.progress.set(progressValues{reconciled: reconciled, retryLow: min(retryFloor, reconciled+1), outstanding: waiting})
+	// After the progress, as in the per-object loop (report.go).
+	s.metrics.Gauges(Gauges{Failing: len(s.status.failing), Waiting: waiting, InFlight: inFlight, Retries: retries})
 	s.dirty = false
 }
