@@ -49,6 +49,9 @@ type loop[Obj comparable] struct {
 	// own (Config.Ownership): not outstanding work (owned.go).
 	parked     map[string]change[Obj]
 	parkedLive int // parked keys that are in the table
+	// ownChanged is Ownership.Changed's channel, taken before the owned
+	// set was last looked at, so that a change meanwhile is not missed.
+	ownChanged <-chan struct{}
 
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
@@ -82,6 +85,9 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *loop[Obj]) run(ctx context.Context) error {
+	if l.cfg.Ownership != nil {
+		l.ownChanged = l.cfg.Ownership.Changed()
+	}
 	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
 		return err
 	}
@@ -230,6 +236,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 	case <-ctx.Done():
 		return false
 	case <-ownCh:
+		l.ownChanged = l.cfg.Ownership.Changed() // before looking: a change meanwhile closes this one
 		l.ownershipChanged()
 	case <-changesCh:
 	case <-initCh:
@@ -262,10 +269,7 @@ func (l *loop[Obj]) eventChannels() (initCh, ownCh <-chan struct{}) {
 	if !l.initialized {
 		initCh = l.initWatch
 	}
-	if l.cfg.Ownership != nil {
-		ownCh = l.cfg.Ownership.Changed()
-	}
-	return initCh, ownCh
+	return initCh, l.ownChanged
 }
 
 // roundDelay returns how long until the round limiter allows a round. It

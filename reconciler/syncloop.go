@@ -61,6 +61,9 @@ type syncLoop[Obj comparable] struct {
 	feed[Obj]
 	pulledTo statedb.Revision // changes are read up to here
 	readAll  bool             // the changes present when the run began are read
+	// ownChanged is Ownership.Changed's channel, taken before Owns(nil)
+	// was last asked.
+	ownChanged <-chan struct{}
 	// unreadWaits counts the Sync starts put off in a row because the
 	// snapshot held a change not read yet; bounded so that a change the
 	// iterator never returns cannot stop the Syncs.
@@ -152,6 +155,9 @@ func (s *syncLoop[Obj]) run(ctx context.Context) error {
 
 // start opens the change iterator.
 func (s *syncLoop[Obj]) start() error {
+	if s.cfg.Ownership != nil {
+		s.ownChanged = s.cfg.Ownership.Changed()
+	}
 	return s.feed.open(s.db, s.cfg.Table, s.initializerAtNew)
 }
 
@@ -202,15 +208,12 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	if s.readHeld {
 		changesCh = nil
 	}
-	var ownCh <-chan struct{}
-	if s.cfg.Ownership != nil {
-		ownCh = s.cfg.Ownership.Changed()
-	}
 	select {
 	case <-ctx.Done():
 		return false
-	case <-ownCh:
-		s.dirty = true // leading now, or not: nextSync asks
+	case <-s.ownChanged:
+		s.ownChanged = s.cfg.Ownership.Changed() // before nextSync asks Owns again
+		s.dirty = true                           // leading now, or not: nextSync asks
 	case <-changesCh:
 	case <-s.readTimer.c():
 		s.readTimer.fired()
