@@ -86,10 +86,7 @@ func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		l.work.add(key, ch, st, askedAt, l.now)
 	case st.Kind == StatusKindError:
-		r := l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
-		l.work.setExpect(r, st)
-		r.attempts, r.tried = 1, true
-		l.work.retry(r, l.now, false, st.Error, l.now)
+		l.retryError(key, ch, st, askedAt)
 	}
 }
 

@@ -102,12 +102,8 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 		// another reconciler's on a shared object): follow the revision.
 		r.obj, r.rev = ch.obj, ch.rev
 	case r == nil && st.Kind == StatusKindError && ch.rev <= l.startRev:
-		// Failed in an earlier run, whose retries are gone: retry it as
-		// if it had just failed.
-		r = l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, now)
-		l.work.setExpect(r, st)
-		r.attempts, r.tried = 1, true
-		l.work.retry(r, now, false, st.Error, now)
+		// Failed in an earlier run, whose retries are gone.
+		l.retryError(key, ch, st, askedAt)
 	}
 	// Otherwise a status write that asks nothing of us: a Done or Error
 	// of ours read back after a newer one, or another writer's.
@@ -117,7 +113,7 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 // onRetry queues a due retry, unless the object moved on meanwhile: then
 // the change iterator delivers what supersedes it.
 func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time) bool {
-	_, _, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
+	cur, rev, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
 	if r.deleted != !found {
 		// Inserted again (for a failed delete) or deleted (for an
 		// update): the change that did it is not read yet.
@@ -127,10 +123,20 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time)
 	if !r.deleted {
 		// Operate on the object as it is now: the status write that
 		// moved its revision may have carried newer data.
-		r.obj, r.rev, _ = l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
+		r.obj, r.rev = cur, rev
 	}
 	l.work.requeue(r, now)
 	return true
+}
+
+// retryError makes a request of an object whose last attempt failed where
+// this loop kept no retry for it (an earlier run, or another replica's
+// ownership): it is retried at once, as if it had just failed.
+func (l *loop[Obj]) retryError(key string, ch change[Obj], st Status, askedAt statedb.Revision) {
+	r := l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
+	l.work.setExpect(r, st)
+	r.attempts, r.tried = 1, true
+	l.work.retry(r, l.now, false, st.Error, l.now)
 }
 
 // sameRequest reports whether st is the very request asked: a pending
