@@ -69,7 +69,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 	l := &loop[Obj]{
 		reconciler: r,
 		health:     health,
-		work:       newWork[Obj](),
+		work:       newWork[Obj](true),
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		breaker:    breaker{log: r.log},
 		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
@@ -123,6 +123,20 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 	if committed || pulled || dispatched || l.work.dirty || l.status.dirty {
 		l.report(now, timers)
 	}
+}
+
+// report publishes what the outstanding work says (report.go).
+func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
+	l.publish(l.work, &l.status, l.health, now, reportParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		inFlight:    l.work.running,
+		unowned:     l.parkedLive,
+		whole:       wholeError{op: "prune", err: l.full.lastErr},
+		lastRound:   l.lastRound,
+		lastFull:    l.lastFull,
+		healthTimer: &ts.health,
+	})
 }
 
 // canPull reports whether new work may be picked up: no full

@@ -219,6 +219,11 @@ func runModel(t *testing.T, seed uint64) {
 	a.Concurrency, a.MaxRetries = 4, modelMaxRetries
 	recs["a"] = mustNew(t, f, statusSetConfig(f, "a", modelOps{targets["a"], modelMaxRetries}, a))
 	recs["b"] = mustNew(t, f, statusSetConfig(f, "b", modelOps{targets["b"], 0}, common))
+	syncTarget := newModelSyncTarget("s", seed)
+	s := statusSetConfig(f, "s", nil, common)
+	s.Operations, s.SyncOperations = nil, syncTarget
+	s.SyncDebounce = reconciler.LeadingEdge(time.Millisecond) // many Syncs, each racing the writes
+	syncRec := mustNew(t, f, s)
 	f.markInit()
 
 	live := map[string]string{} // the model of the table: key -> value
@@ -259,6 +264,7 @@ func runModel(t *testing.T, seed uint64) {
 		m.faults = false
 		m.mu.Unlock()
 	}
+	syncTarget.stopFaults()
 	for name, r := range recs {
 		if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
 			t.Fatalf("%s: %s", name, err)
@@ -277,7 +283,23 @@ func runModel(t *testing.T, seed uint64) {
 			t.Fatalf("%s after the prune: %s", name, err)
 		}
 	}
+	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatalf("s: %s", err)
+	}
+	syncTarget.checkStatuses(t, f, live, syncRec)
+	// A full Sync ends what a Permanent failure held (nothing changes
+	// after it to start another Sync).
+	before := syncRec.Status().LastFull.At
+	syncRec.TriggerFullReconciliation()
+	f.waitFor(ctx, t, "s's full Sync", func() bool {
+		last := syncRec.Status().LastFull
+		return last.At.After(before) && last.Error == ""
+	})
+	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatalf("s: %s", err)
+	}
 	checkModel(t, f, live, targets, recs)
+	syncTarget.checkTarget(t, f, live)
 }
 
 func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject]) {

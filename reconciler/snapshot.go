@@ -129,13 +129,12 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 // baseSnapshot is a snapshot with what every loop reports alike filled in.
 func (r *reconciler[Obj]) baseSnapshot(now time.Time, h *healthState, initialized bool) *StatusSnapshot {
 	return &StatusSnapshot{
-		Module:         r.id.ModuleID,
-		Name:           r.cfg.Name,
-		Table:          r.cfg.Table.Name(),
-		FailingDeletes: h.failingDeletes,
-		Suspended:      r.suspended(),
-		Initialized:    initialized,
-		RecentErrors:   h.recent.list(),
-		UpdatedAt:      now,
+		Module:       r.id.ModuleID,
+		Name:         r.cfg.Name,
+		Table:        r.cfg.Table.Name(),
+		Suspended:    r.suspended(),
+		Initialized:  initialized,
+		RecentErrors: h.recent.list(),
+		UpdatedAt:    now,
 	}
 }
