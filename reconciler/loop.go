@@ -91,6 +91,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
 		return err
 	}
+	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
 	timers := newLoopTimers()
 	defer func() {
 		// Workers drop what they have not started and the running

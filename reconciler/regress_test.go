@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
@@ -559,4 +560,43 @@ func TestRegressSyncDeferralHoldsWaits(t *testing.T) {
 	if err := r.WaitUntilSettled(short, xRev); err == nil {
 		t.Fatalf("WaitUntilSettled(x) returned nil while x is %s", f.get("x").Status.Kind)
 	}
+}
+
+// Finding 13, where New cannot tell: accessors that panic on a zero
+// object cannot be probed at New, so two reconcilers sharing the status
+// are accepted; the first object either reads with a status of their
+// writing reveals it, and health says so, naming both.
+func TestRegressSharedStatusReportedInHealth(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	ops := newScriptedOps(func(context.Context, string, int, *testObject) error { return nil })
+	unprobeable := func(name string) reconciler.Config[*testObject] {
+		cfg := testConfig(f, ops, reconciler.Config[*testObject]{Name: name})
+		get, set := cfg.GetObjectStatus, cfg.SetObjectStatus
+		cfg.GetObjectStatus = func(o *testObject) reconciler.Status {
+			if o.ID == "" {
+				panic("no ID")
+			}
+			return get(o)
+		}
+		cfg.SetObjectStatus = func(o *testObject, s reconciler.Status) *testObject {
+			if o.ID == "" {
+				panic("no ID")
+			}
+			return set(o, s)
+		}
+		return cfg
+	}
+	mustNew(t, f, unprobeable("a"))
+	mustNew(t, f, unprobeable("b")) // accepted: the probe cannot run
+	f.markInit()
+	f.insert(t, &testObject{ID: "x", Value: "1", Status: reconciler.StatusPending()})
+	f.waitFor(ctx, t, "health naming both", func() bool {
+		for _, job := range []string{"reconcile-a", "reconcile-b"} {
+			h := f.jobHealth(job)
+			if h != nil && h.Level == cell.StatusDegraded && strings.Contains(fmt.Sprint(h.Error), `"test/a" and "test/b"`) {
+				return true
+			}
+		}
+		return false
+	})
 }

@@ -34,6 +34,9 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 	if p.standby {
 		failing = failingSet{}
 	}
+	if r.shared.err != nil {
+		p.whole = wholeError{op: "status", err: r.shared.err} // before any other: nothing is right while it holds
+	}
 	h.reportFailing(health, now, objects, r.suspended(), p.whole, p.healthTimer, failing)
 
 	oldest := w.oldestPicked(now)

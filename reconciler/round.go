@@ -81,6 +81,9 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 		return true
 	}
 	st := l.cfg.GetObjectStatus(ch.obj)
+	if l.checkShared(ch.obj, st) {
+		l.status.dirty = true
+	}
 	if st.Kind == StatusKindDone && len(l.work.byKey) == 0 {
 		return false // a status write, most often ours, and nothing waits
 	}

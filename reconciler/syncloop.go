@@ -142,6 +142,7 @@ func (s *syncLoop[Obj]) start() error {
 	if s.cfg.Ownership != nil {
 		s.ownChanged = s.cfg.Ownership.Changed()
 	}
+	s.shared.start(s.registry, s.regName, s.cfg.Table.Name())
 	return s.feed.open(s.db, s.cfg.Table, s.initializerAtNew)
 }
 
@@ -257,6 +258,9 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now t
 		return true
 	}
 	st := s.cfg.GetObjectStatus(ch.obj)
+	if s.checkShared(ch.obj, st) {
+		s.status.dirty = true
+	}
 	if st.Kind == StatusKindDone && len(s.work.byKey) == 0 {
 		return false // a status write, most often ours, and nothing waits
 	}
