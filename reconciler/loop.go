@@ -196,11 +196,8 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 		return en
 	}
 	if l.cfg.BatchOperations == nil {
-		// One backing array for the round's entries: the tasks hold on
-		// to them until the workers are done with them.
-		entries := make([]opEntry[Obj], len(l.taken))
 		tasks := l.tasks[:0]
-		for i, r := range l.taken {
+		for _, r := range l.taken {
 			op := OpUpdate
 			if r.deleted {
 				op = OpDelete
@@ -210,8 +207,7 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 				l.notStarted(r)
 				continue
 			}
-			entries[i] = entry(r)
-			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn, ctx: opCtx})
+			tasks = append(tasks, task[Obj]{op: op, one: entry(r), txn: txn, ctx: opCtx})
 		}
 		l.exec.submit(ctx, tasks...)
 		clear(tasks)

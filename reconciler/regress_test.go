@@ -593,7 +593,13 @@ func TestRegressSharedStatusReportedInHealth(t *testing.T) {
 	f.waitFor(ctx, t, "health naming both", func() bool {
 		for _, job := range []string{"reconcile-a", "reconcile-b"} {
 			h := f.jobHealth(job)
-			if h != nil && h.Level == cell.StatusDegraded && strings.Contains(fmt.Sprint(h.Error), `"test/a" and "test/b"`) {
+			if h == nil {
+				continue
+			}
+			h.Lock() // SimpleHealth's fields are guarded by its root's lock
+			level, err := h.Level, h.Error
+			h.Unlock()
+			if level == cell.StatusDegraded && (strings.Contains(fmt.Sprint(err), `"test/a" and "test/b"`) || strings.Contains(fmt.Sprint(err), `"test/b" and "test/a"`)) {
 				return true
 			}
 		}
