@@ -39,7 +39,8 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 	}
 	h.reportFailing(health, now, objects, r.suspended(), p.whole, p.healthTimer, failing)
 
-	oldest := w.oldestPicked(now)
+	view := w.view(p.readTo, now)
+	oldest := view.oldestPicked
 	s := r.baseSnapshot(now, h, p.initialized)
 	s.FailingDeletes = w.failingDeletes
 	s.Retries = len(w.byDue.items)
@@ -59,7 +60,7 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 		Unowned:    p.unowned,
 		Done:       max(0, objects-pending-refreshing-errs-p.unowned),
 	}
-	v := w.progressValues(p.readTo)
+	v := w.progressValues(view)
 	gauges := Gauges{
 		Failing:       w.failing,
 		Waiting:       len(w.active),
@@ -83,15 +84,14 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 }
 
 // progressValues derives what the waits watch from the outstanding work.
-func (w *work[Obj]) progressValues(readTo statedb.Revision) progressValues {
-	reconciled, retryLow := w.progress(readTo)
-	v := progressValues{reconciled: reconciled, retryLow: retryLow}
+func (w *work[Obj]) progressValues(view workView[Obj]) progressValues {
+	v := progressValues{reconciled: view.reconciled, retryLow: view.retryLow}
 	v.outstanding = len(w.active) + len(w.byDue.items)
 	if w.blocked > 0 {
 		v.blocked = w.blockedError()
 	}
-	if v.outstanding > 0 {
-		v.oldest = w.oldestRequest()
+	if v.outstanding > 0 && view.oldest != nil {
+		v.oldest = describeOldest(view.oldest)
 	}
 	return v
 }
@@ -108,20 +108,9 @@ func (w *work[Obj]) blockedError() error {
 	return nil
 }
 
-// oldestRequest names the unsettled request with the lowest revision.
-func (w *work[Obj]) oldestRequest() oldestRequest {
-	var oldest *request[Obj]
-	for _, r := range w.active {
-		if oldest == nil || r.askedAt < oldest.askedAt {
-			oldest = r
-		}
-	}
-	if items := w.byAsk.items; len(items) > 0 && (oldest == nil || items[0].askedAt < oldest.askedAt) {
-		oldest = items[0]
-	}
-	if oldest == nil {
-		return oldestRequest{}
-	}
+// describeOldest names the unsettled request with the lowest revision,
+// for the waits' errors.
+func describeOldest[Obj any](oldest *request[Obj]) oldestRequest {
 	what := "queued"
 	switch {
 	case oldest.deleted && oldest.state == stRetrying:
