@@ -55,6 +55,9 @@ type loop[Obj comparable] struct {
 
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
+	// ownWrites are the revisions of the latest status commits: their
+	// Done, read back, is recognized without computing its key.
+	ownWrites revRanges
 
 	// Buffers reused from step to step.
 	taken    []*request[Obj]

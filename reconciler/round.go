@@ -84,8 +84,10 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 	if l.checkShared(ch.obj, st) {
 		l.status.dirty = true
 	}
-	if st.Kind == StatusKindDone && len(l.work.byKey) == 0 {
-		return false // a status write, most often ours, and nothing waits
+	if st.Kind == StatusKindDone && (len(l.work.byKey) == 0 || l.ownWrites.has(ch.rev)) {
+		// A Done of this loop's own writing (or any status write while
+		// nothing waits): a settled request's echo, which asks nothing.
+		return false
 	}
 	return l.work.decide(l.keyOf(ch.obj), ch, st, askedAt, l.startRev, now)
 }
