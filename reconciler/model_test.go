@@ -17,8 +17,9 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// TestModel drives two reconcilers over one table through a StatusSet with
-// random changes and random faults, then checks the engine against a
+// TestModel drives three reconcilers over one table through a StatusSet
+// (a and b per-object, a with Concurrency 4 and MaxRetries; s whole-set)
+// with random changes and random faults, then checks the engine against a
 // reference model that is small enough to be obviously right:
 //
 //   - per reconciler and key, the latest version, and whether the model
@@ -27,7 +28,11 @@ import (
 //     Done for a reconciler whose target holds its latest value, or Error
 //     exactly where the model gave up; every deleted key is gone from the
 //     targets (after a prune settles given-up deletes); no two operations
-//     on one key ever overlapped; and Status() counts what the table says.
+//     on one key ever overlapped; and Status() counts what the table says;
+//   - for s (model_sync_test.go): every Sync's changes cover what its
+//     snapshot changed since the last Sync the engine believes applied, no
+//     two Syncs overlapped, and after a full Sync the target equals the
+//     last Sync's desired set, which equals the table.
 //
 // The seed is printed; CONVERGE_MODEL_SEED replays one, and
 // CONVERGE_MODEL_SEEDS=N runs N seeds (the soak in scripts/soak.sh).
