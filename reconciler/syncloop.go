@@ -82,6 +82,7 @@ type syncLoop[Obj comparable] struct {
 	isOverdue bool
 	wg        sync.WaitGroup
 	taken     []*request[Obj] // reused from Sync to Sync
+	ownWrites revRanges       // the revisions of the latest status commits
 
 	lastStart  time.Time
 	fullWanted bool
@@ -261,8 +262,8 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now t
 	if s.checkShared(ch.obj, st) {
 		s.status.dirty = true
 	}
-	if st.Kind == StatusKindDone && len(s.work.byKey) == 0 {
-		return false // a status write, most often ours, and nothing waits
+	if st.Kind == StatusKindDone && (len(s.work.byKey) == 0 || s.ownWrites.has(ch.rev)) {
+		return false // our own Done read back (commit.go's revRanges), or nothing waits
 	}
 	return s.work.decide(s.keyOf(ch.obj), ch, st, askedAt, s.startRev, now)
 }

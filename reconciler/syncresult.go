@@ -152,6 +152,7 @@ func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], 
 	var committedAt time.Time
 	if len(writes) > 0 {
 		wtxn := s.db.WriteTxn(s.cfg.Table)
+		from := s.cfg.Table.Revision(wtxn) + 1
 		for i := range writes {
 			writes[i].outcome = s.writeStatus(wtxn, &writes[i])
 		}
@@ -159,7 +160,7 @@ func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], 
 			wtxn.Abort()
 			return false // stopping: nothing is written after Stop
 		}
-		wtxn.Commit()
+		s.ownWrites.add(from, s.cfg.Table.Revision(wtxn.Commit()))
 		committedAt = time.Now()
 	}
 	var realized []time.Duration
