@@ -127,7 +127,11 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 	} else if !l.work.returned(r, res.attempt) {
 		return v, w, false
 	}
-	if !l.ownsKey(r.key) {
+	switch {
+	case res.notOwned && l.ownsKey(r.key):
+		l.work.requeue(r, now) // owned again since the worker looked: start anew
+		return v, w, false
+	case res.notOwned || !l.ownsKey(r.key):
 		l.disown(r) // no status is written for a key another replica owns
 		return v, w, false
 	}

@@ -81,12 +81,13 @@ func (l *loop[Obj]) pruneAllowed(ts *loopTimers) bool {
 	return ok
 }
 
-// overdueRunning counts the operations still executing whose results were
-// already given up on.
+// overdueRunning counts the operations still executing past their
+// timeout. (One whose result is only no longer wanted, superseded or
+// disowned, is not stuck: the prune waits for it.)
 func (l *loop[Obj]) overdueRunning() int {
 	n := 0
 	for _, r := range l.work.byKey {
-		if r.running != 0 && r.running != r.attempt {
+		if r.stuck {
 			n++
 		}
 	}

@@ -205,12 +205,7 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 			if r.deleted {
 				op = OpDelete
 			}
-			opCtx, ok := l.acquire(ctx, r)
-			if !ok {
-				l.notStarted(r)
-				continue
-			}
-			tasks = append(tasks, task[Obj]{op: op, one: entry(r), txn: txn, ctx: opCtx})
+			tasks = append(tasks, task[Obj]{op: op, one: entry(r), txn: txn})
 		}
 		l.exec.submit(ctx, tasks...)
 		clear(tasks)

@@ -37,6 +37,12 @@ func (l *loop[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
 func (l *loop[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
 	en := &t.one
 	res := result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+	ctx, release, owned := l.claim(ctx, en.key)
+	if !owned {
+		res.notOwned = true // nothing ran
+		return res
+	}
+	defer release() // once the operation has returned, timed out or not
 	start := l.clock()
 	res.err = l.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {
 		target, err := l.prepare(en)

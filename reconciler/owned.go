@@ -73,8 +73,9 @@ func (l *loop[Obj]) ownershipChanged() {
 }
 
 // regain makes a request of a parked change of a key this replica now
-// owns: a delete, a Pending or Refreshing object, or an object whose last
-// attempt here failed (it is retried at once).
+// owns, whatever its status: a delete, a Pending or Refreshing object, an
+// object whose last attempt here failed (it is retried at once), or one
+// Done here before (applied again).
 func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 	askedAt := l.readTo + 1
 	if ch.deleted {
@@ -87,28 +88,26 @@ func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 		l.work.add(key, ch, st, askedAt, l.now)
 	case st.Kind == StatusKindError:
 		l.work.retryError(key, ch, st, askedAt, l.now)
+	case st.Kind == StatusKindDone:
+		// Done by this replica under an earlier ownership: the owner
+		// since may have changed the target. Applied again, as a refresh;
+		// the write expects the Done that was read.
+		r := l.work.add(key, ch, Status{Kind: StatusKindRefreshing, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
+		l.work.setExpect(r, st)
 	}
 }
 
-// acquire claims r's key for its operation: the context it runs under and
-// the release to call once it returns. It reports false, having parked
-// the key, when the key is not owned any more.
-func (l *loop[Obj]) acquire(ctx context.Context, r *request[Obj]) (context.Context, bool) {
+// claim runs on the worker, right before an operation on key starts: it
+// returns the context the operation runs under and the release to call
+// once it has returned. ok is false when this replica no longer owns key:
+// nothing starts. Claiming on the worker, not when the task is queued,
+// means a replica holds claims only for operations that run: a task still
+// queued (or dropped at Stop) holds none, so a handover never waits for
+// it.
+func (l *loop[Obj]) claim(ctx context.Context, key string) (context.Context, func(), bool) {
 	own := l.cfg.Ownership
 	if own == nil {
-		return nil, true
+		return ctx, func() {}, true
 	}
-	opCtx, release, ok := own.Acquire(ctx, unsafe.Slice(unsafe.StringData(r.key), len(r.key)))
-	if !ok {
-		return nil, false
-	}
-	r.release = release
-	return opCtx, true
-}
-
-// notStarted parks a request whose key stopped being owned between its
-// queuing and its start.
-func (l *loop[Obj]) notStarted(r *request[Obj]) {
-	l.work.unstart(r)
-	l.disown(r)
+	return own.Acquire(ctx, unsafe.Slice(unsafe.StringData(key), len(key)))
 }

@@ -26,11 +26,13 @@ type Ownership interface {
 	// set (whole-set reconcilers).
 	Owns(key []byte) bool
 
-	// Acquire is called right before an operation on key starts. It
-	// returns a context derived from ctx that carries the fencing token
-	// for key and is cancelled as soon as ownership of key is in doubt or
-	// lost, and release, which the reconciler calls once the operation
-	// has returned. ok == false: not owned any more, nothing starts.
+	// Acquire is called on the worker right before an operation on key
+	// starts (never for one still queued, or dropped at Stop). It returns
+	// a context derived from ctx that carries the fencing token for key
+	// and is cancelled as soon as ownership of key is in doubt or lost,
+	// and release, which the reconciler calls as soon as the operation has
+	// returned (on the worker, before its result is committed). ok ==
+	// false: not owned any more, nothing starts.
 	Acquire(ctx context.Context, key []byte) (opCtx context.Context, release func(), ok bool)
 
 	// Changed returns a channel that is closed at the next change of the

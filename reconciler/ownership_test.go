@@ -138,4 +138,31 @@ func TestOwnershipFiltersOutstandingWork(t *testing.T) {
 	if released != 5 {
 		t.Errorf("%d claims released, want one per operation (5)", released)
 	}
+
+}
+
+// TestOwnershipRegainedDoneIsAppliedAgain: a key Done here under an
+// earlier ownership is applied again when it is owned again (its owner
+// meanwhile may have changed the target); a key owned throughout is not.
+func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	f.markInit()
+	own := newFakeOwnership(func(string) bool { return true })
+	ops := newScriptedOps(func(context.Context, string, int, *testObject) error { return nil })
+	r := mustNew(t, f, testConfig(f, ops, reconciler.Config[*testObject]{Concurrency: 4, Ownership: own}))
+	rev := f.insert(t, &testObject{ID: "a", Status: reconciler.StatusPending()}, &testObject{ID: "b", Status: reconciler.StatusPending()})
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	own.Own(func(key string) bool { return key == "a" })
+	f.waitFor(ctx, t, "b given away", func() bool { return r.Status().Objects.Unowned == 1 })
+	own.Own(func(string) bool { return true })
+	f.waitFor(ctx, t, "b applied again", func() bool { return ops.count("b") == 2 })
+	f.waitFor(ctx, t, "Status() counting 2 Done", func() bool {
+		s := r.Status().Objects
+		return s.Done == 2 && s.Unowned == 0 && s.Pending == 0 && s.Refreshing == 0
+	})
+	if n := ops.count("a"); n != 1 {
+		t.Errorf("a, owned throughout, reconciled %d times, want 1", n)
+	}
 }

@@ -69,12 +69,10 @@ type request[Obj any] struct {
 
 	// attempt is the id of the attempt whose result is awaited (0: none);
 	// running is that of the attempt still executing (0: none), which may
-	// be an overdue one whose result was already given up on.
+	// be an overdue one whose result was already given up on (stuck), or
+	// one whose result is no longer wanted (superseded, disowned).
 	attempt, running uint64
-
-	// release ends the claim of Config.Ownership the running attempt runs
-	// under; called when it returns.
-	release func()
+	stuck            bool
 
 	loggedErr string    // the failure last logged (failure logging)
 	loggedAt  time.Time // and when
@@ -239,11 +237,11 @@ func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.R
 		r = w.alloc()
 		w.byKey[key] = r
 	}
-	running, release, logged, loggedAt, gen := r.running, r.release, r.loggedErr, r.loggedAt, r.gen
+	running, stuck, logged, loggedAt, gen := r.running, r.stuck, r.loggedErr, r.loggedAt, r.gen
 	*r = request[Obj]{
 		key: key, obj: ch.obj, rev: ch.rev, deleted: ch.deleted,
 		asked: st, expect: st, askedAt: askedAt, pickedAt: now,
-		running: running, release: release, loggedErr: logged, loggedAt: loggedAt, gen: gen,
+		running: running, stuck: stuck, loggedErr: logged, loggedAt: loggedAt, gen: gen,
 	}
 	if !ch.deleted && st.Kind == StatusKindPending {
 		r.requestedAt = st.UpdatedAt
@@ -304,23 +302,12 @@ func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
 	return buf
 }
 
-// unstart undoes takeReady for r, whose attempt could not start.
-func (w *work[Obj]) unstart(r *request[Obj]) {
-	r.attempt, r.running = 0, 0
-	r.state = stQueued
-	w.running--
-}
-
 // returned records that attempt id of r stopped executing. It reports
 // whether its result is still wanted.
 func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
 	if r.running == id {
-		r.running = 0
+		r.running, r.stuck = 0, false
 		w.running--
-		if r.release != nil {
-			r.release()
-			r.release = nil
-		}
 		if r.state == stGone {
 			w.forget(r)
 		} else {
@@ -337,6 +324,9 @@ func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
 // overdue records that attempt id of r ran past its timeout: its result is
 // given up on now (the caller records the failure), though it still runs.
 func (w *work[Obj]) overdue(r *request[Obj], id uint64) bool {
+	if r.running == id {
+		r.stuck = true
+	}
 	if r.attempt != id {
 		return false
 	}

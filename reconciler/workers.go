@@ -41,9 +41,6 @@ type task[Obj any] struct {
 	entries []opEntry[Obj]
 	txn     statedb.ReadTxn
 	attempt uint64 // a prune's attempt id
-	// ctx, when set, is what the task runs under (Ownership.Acquire's);
-	// else the worker's.
-	ctx context.Context
 }
 
 // result is what became of one object's attempt (or of a prune).
@@ -54,7 +51,10 @@ type result[Obj any] struct {
 	rev     statedb.Revision // the revision the operation saw
 	target  Obj              // the clone the operation was given
 	cloned  bool
-	err     error
+	// notOwned: the key was not owned when the worker came to start the
+	// operation (Config.Ownership); nothing ran.
+	notOwned bool
+	err      error
 	// overdue marks the result the executor posts when an attempt passes
 	// OperationTimeout: the attempt counts as failed from then on, though
 	// it may still run; its own result, when it comes, is not wanted.
@@ -150,11 +150,7 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 			continue
 		}
 		handedOff = false
-		runCtx := ctx
-		if t.ctx != nil {
-			runCtx = t.ctx
-		}
-		buf = e.run(runCtx, &t, overrun, buf[:0])
+		buf = e.run(ctx, &t, overrun, buf[:0])
 		e.finish(buf, handedOff)
 		clear(buf)
 		t = task[Obj]{}
