@@ -21,7 +21,9 @@ type scopes struct {
 }
 
 // refreshRegained marks Refreshing every Done group of a scope this
-// replica has just come to own, so that the reconciler applies it again.
+// replica has just come to own, so that the reconciler applies it again,
+// and then calls prune, so that the new owner also removes from the fleet
+// the groups of those scopes nobody desires any more.
 //
 // The reconciler reconciles the newly owned groups that are Pending or in
 // Error at once, but not those Done here: this replica applied them in an
@@ -31,13 +33,14 @@ type scopes struct {
 // before it lost the group. Refreshing is a status this reconciler
 // understands as "apply again"; a write of the reconciler's own that
 // crosses this one is not committed (it compares the status it read).
-func refreshRegained(ctx context.Context, db *statedb.DB, groups statedb.RWTable[*Group], sc scopes) error {
+func refreshRegained(ctx context.Context, db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, prune func()) error {
 	var had []int
 	for {
 		changed := sc.ownership.Changed() // before looking: a change meanwhile closes it
 		now := sc.owned()
 		if gained := newlyOwned(had, now); len(gained) > 0 {
 			markRefreshing(db, groups, sc, gained)
+			prune()
 		}
 		had = now
 		select {
@@ -71,6 +74,6 @@ func markRefreshing(db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, g
 }
 
 // regainJob is refreshRegained as a hive job function.
-func regainJob(db *statedb.DB, groups statedb.RWTable[*Group], sc scopes) func(context.Context, cell.Health) error {
-	return func(ctx context.Context, _ cell.Health) error { return refreshRegained(ctx, db, groups, sc) }
+func regainJob(db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, prune func()) func(context.Context, cell.Health) error {
+	return func(ctx context.Context, _ cell.Health) error { return refreshRegained(ctx, db, groups, sc, prune) }
 }
