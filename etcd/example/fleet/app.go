@@ -39,13 +39,15 @@ type options struct {
 	events io.Writer
 }
 
-// newClient returns the replica's etcd client. Its keepalive notices a
-// member that stopped answering (a crashed host, a partition) in about
-// 2 s and moves to another, well within a lease's safety margin.
+// newClient returns the replica's etcd client. gRPC pings a connection
+// at most every 10 s, so a member that stops answering without closing
+// its connections (a partition) is noticed late by the client itself: the
+// leases' own probes (they try the other members) keep this replica's
+// lease, and OperationTimeout bounds an operation stuck on that member.
 func newClient(endpoints []string) (*clientv3.Client, error) {
 	return clientv3.New(clientv3.Config{
 		Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second,
+		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
 		Logger: zapNop(),
 	})
 }
