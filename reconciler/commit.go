@@ -163,11 +163,38 @@ func (l *loop[Obj]) writeAll(writes []statusWrite[Obj]) time.Time {
 		return time.Time{}
 	}
 	wtxn := l.db.WriteTxn(l.cfg.Table)
+	from := l.cfg.Table.Revision(wtxn) + 1
 	for i := range writes {
 		writes[i].outcome = l.writeStatus(wtxn, &writes[i])
 	}
-	wtxn.Commit()
+	l.ownWrites.add(from, l.cfg.Table.Revision(wtxn.Commit()))
 	return time.Now()
+}
+
+// revRanges remembers the revisions of the last few commits of status
+// writes. Each object written in a write transaction gets a revision of
+// its own, in one run no other writer interleaves with: a change read at
+// one of them is the loop's own write, read back.
+type revRanges struct {
+	from, to [4]statedb.Revision
+	next     int
+}
+
+func (rr *revRanges) add(from, to statedb.Revision) {
+	if to < from {
+		return // nothing was written
+	}
+	rr.from[rr.next], rr.to[rr.next] = from, to
+	rr.next = (rr.next + 1) % len(rr.from)
+}
+
+func (rr *revRanges) has(rev statedb.Revision) bool {
+	for i := range rr.from {
+		if rev >= rr.from[i] && rev <= rr.to[i] && rr.to[i] != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // writeStatus stores w's status if, and only if, this reconciler's status

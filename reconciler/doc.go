@@ -50,8 +50,13 @@
 // through the executor's mutex-held queue (workers.go). An attempt that
 // passes OperationTimeout is reported failed by the timer's goroutine
 // through the same queue; its own result, when it comes, is discarded.
-// The whole-set loop owns its pending changes the same way and runs each
-// Sync on a goroutine of its own.
+// The whole-set loop keeps its requests in the same structure, read by the
+// same rule (round.go's decide) and written by the same rule
+// (commit.go's writeStatus); only the executor differs: one Sync at a
+// time, on a goroutine of its own that owns nothing but the syncRun it was
+// handed (its snapshot and its changes) until it hands it back. A Sync past
+// OperationTimeout fails its requests with ErrTimeout at the deadline and
+// keeps its place until it returns; its result is then discarded.
 //
 // # Whole-set targets
 //
@@ -79,7 +84,14 @@
 //   - The waits never return early and never report success while a
 //     misconfiguration keeps objects from being reconciled: they return
 //     its error. Two reconcilers that would read and write the same status
-//     are refused at New.
+//     are refused at New; where their accessors cannot be probed there,
+//     health reports it, naming both, from the first object that shows it.
+//   - An operation abandoned at its timeout may still act on the target
+//     until it returns, if it ignores its context: its status result is
+//     discarded, and no other operation on its key (or, for a Sync or a
+//     Prune, no other Sync or Prune) starts until it returns, but the
+//     write it makes late is the target's to guard (a fencing token, a
+//     revision check).
 //   - Bad configuration fails New with an error wrapping ErrInvalidConfig
 //     that names the field.
 //   - Work per round is proportional to what changed, not to the table.

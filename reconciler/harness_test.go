@@ -126,6 +126,8 @@ type fixture struct {
 	// marks holds, per target, the position in its history after which
 	// target/expect looks (see the target/expect command).
 	marks map[string]int
+
+	health *cell.SimpleHealth // the root of the hive's health
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -146,6 +148,7 @@ func newFixture(t testing.TB) *fixture {
 				return hive.NewScriptCmd("health", cell.SimpleHealthCmd(h))
 			},
 		),
+		cell.Invoke(func(h *cell.SimpleHealth) { f.health = h }),
 		cell.Module("test", "Test",
 			cell.Provide(job.Registry.NewGroup),
 			cell.Invoke(func(db *statedb.DB, p reconciler.Params) (err error) {
@@ -403,4 +406,14 @@ func testConfig(f *fixture, ops reconciler.Operations[*testObject], cfg reconcil
 		cfg.InitialPruneDelay = reconciler.Off
 	}
 	return cfg
+}
+
+// jobHealth returns the health of the test module's job, or nil.
+func (f *fixture) jobHealth(job string) *cell.SimpleHealth {
+	for _, name := range []string{"test.job-" + job, "job-" + job, "test." + job} {
+		if h := f.health.GetChild(name); h != nil {
+			return h
+		}
+	}
+	return nil
 }

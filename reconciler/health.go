@@ -14,57 +14,19 @@ import (
 // maxHealthErrors bounds the errors joined into the Degraded health report.
 const maxHealthErrors = 10
 
-// failure is why one object is failing and since when.
-type failure struct {
-	err     string
-	since   time.Time
-	deleted bool // a failed delete: the object is no longer in the table
-}
-
-// healthState tracks the failing objects and what was last reported.
+// healthState is what was last reported in health, and the recent errors.
 type healthState struct {
-	failing        map[string]failure
-	failingDeletes int       // how many of failing are deletes
-	dirty          bool      // failing changed since the last report
-	last           string    // the last health message, to skip repeats
-	lastCount      int       // the object count and suspension in last, when it
-	lastSuspended  bool      // is an OK or Suspended message: a report that
-	lastPlain      bool      // would repeat it costs no formatting
-	lastDegraded   time.Time // when the last Degraded report was built
-	recent         recentErrors
+	dirty         bool      // the failing set changed since the last report
+	last          string    // the last health message, to skip repeats
+	lastCount     int       // the object count and suspension in last, when it
+	lastSuspended bool      // is an OK or Suspended message: a report that
+	lastPlain     bool      // would repeat it costs no formatting
+	lastDegraded  time.Time // when the last Degraded report was built
+	recent        recentErrors
 }
 
 func newHealthState() healthState {
-	return healthState{failing: map[string]failure{}, dirty: true}
-}
-
-func (h *healthState) setFailing(key, err string, deleted bool, now time.Time) {
-	h.recent.add(recentError{key: key, err: err, at: now})
-	since := now
-	if f, ok := h.failing[key]; ok {
-		if f.err == err && f.deleted == deleted {
-			return
-		}
-		since = f.since
-		if f.deleted {
-			h.failingDeletes--
-		}
-	}
-	h.failing[key] = failure{err: err, since: since, deleted: deleted}
-	if deleted {
-		h.failingDeletes++
-	}
-	h.dirty = true
-}
-
-func (h *healthState) clearFailing(key string) {
-	if f, ok := h.failing[key]; ok {
-		delete(h.failing, key)
-		if f.deleted {
-			h.failingDeletes--
-		}
-		h.dirty = true
-	}
+	return healthState{dirty: true}
 }
 
 // recentErrors keeps the last few failures, newest last, for Status().
@@ -98,18 +60,6 @@ func (r *recentErrors) list() []ObjectError {
 		out = append(out, ObjectError{Key: printableKey(e.key), Error: e.err, At: e.at})
 	}
 	return out
-}
-
-// firstErrors returns the failures of the smallest keys, at most n, in key
-// order: a stable report that costs O(failing) only when failing changed.
-func (h *healthState) firstErrors(n int) []error {
-	return firstErrors(n, func(yield func(key, err string) bool) {
-		for k, f := range h.failing {
-			if !yield(k, f.err) {
-				return
-			}
-		}
-	})
 }
 
 // firstErrors returns the failures of the smallest keys of failing, at
@@ -162,14 +112,6 @@ type wholeError struct {
 	err error
 }
 
-// report publishes health: Degraded with the first errors while objects
-// fail or the whole target does, else OK (or Suspended) with the count.
-// While many objects fail, a changed Degraded report is rebuilt at most
-// every healthRecomputeEvery: later fires when it is due.
-func (h *healthState) report(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer) {
-	h.reportFailing(health, now, objects, suspended, whole, later, failingSet{len(h.failing), h.firstErrors})
-}
-
 // failingSet is what a health report needs of the failing objects: how
 // many, and the first n of them by key, with their errors.
 type failingSet struct {
@@ -177,6 +119,10 @@ type failingSet struct {
 	first func(n int) []error
 }
 
+// reportFailing publishes health: Degraded with the first errors while
+// objects fail or the whole target does, else OK (or Suspended) with the
+// count. While many objects fail, a changed Degraded report is rebuilt at
+// most every healthRecomputeEvery: later fires when it is due.
 func (h *healthState) reportFailing(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer, failing failingSet) {
 	var msg string
 	var err error

@@ -55,6 +55,9 @@ type loop[Obj comparable] struct {
 
 	// nopMetrics skips timing operations nobody records.
 	nopMetrics bool
+	// ownWrites are the revisions of the latest status commits: their
+	// Done, read back, is recognized without computing its key.
+	ownWrites revRanges
 
 	// Buffers reused from step to step.
 	taken    []*request[Obj]
@@ -69,7 +72,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 	l := &loop[Obj]{
 		reconciler: r,
 		health:     health,
-		work:       newWork[Obj](),
+		work:       newWork[Obj](true),
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		breaker:    breaker{log: r.log},
 		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
@@ -91,6 +94,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
 		return err
 	}
+	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
 	timers := newLoopTimers()
 	defer func() {
 		// Workers drop what they have not started and the running
@@ -123,6 +127,20 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 	if committed || pulled || dispatched || l.work.dirty || l.status.dirty {
 		l.report(now, timers)
 	}
+}
+
+// report publishes what the outstanding work says (report.go).
+func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
+	l.publish(l.work, &l.status, l.health, now, reportParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		inFlight:    l.work.running,
+		unowned:     l.parkedLive,
+		whole:       wholeError{op: "prune", err: l.full.lastErr},
+		lastRound:   l.lastRound,
+		lastFull:    l.lastFull,
+		healthTimer: &ts.health,
+	})
 }
 
 // canPull reports whether new work may be picked up: no full
@@ -181,11 +199,8 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 		return en
 	}
 	if l.cfg.BatchOperations == nil {
-		// One backing array for the round's entries: the tasks hold on
-		// to them until the workers are done with them.
-		entries := make([]opEntry[Obj], len(l.taken))
 		tasks := l.tasks[:0]
-		for i, r := range l.taken {
+		for _, r := range l.taken {
 			op := OpUpdate
 			if r.deleted {
 				op = OpDelete
@@ -195,8 +210,7 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 				l.notStarted(r)
 				continue
 			}
-			entries[i] = entry(r)
-			tasks = append(tasks, task[Obj]{op: op, entries: entries[i : i+1 : i+1], txn: txn, ctx: opCtx})
+			tasks = append(tasks, task[Obj]{op: op, one: entry(r), txn: txn, ctx: opCtx})
 		}
 		l.exec.submit(ctx, tasks...)
 		clear(tasks)

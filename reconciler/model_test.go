@@ -17,8 +17,9 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// TestModel drives two reconcilers over one table through a StatusSet with
-// random changes and random faults, then checks the engine against a
+// TestModel drives three reconcilers over one table through a StatusSet
+// (a and b per-object, a with Concurrency 4 and MaxRetries; s whole-set)
+// with random changes and random faults, then checks the engine against a
 // reference model that is small enough to be obviously right:
 //
 //   - per reconciler and key, the latest version, and whether the model
@@ -27,7 +28,11 @@ import (
 //     Done for a reconciler whose target holds its latest value, or Error
 //     exactly where the model gave up; every deleted key is gone from the
 //     targets (after a prune settles given-up deletes); no two operations
-//     on one key ever overlapped; and Status() counts what the table says.
+//     on one key ever overlapped; and Status() counts what the table says;
+//   - for s (model_sync_test.go): every Sync's changes cover what its
+//     snapshot changed since the last Sync the engine believes applied, no
+//     two Syncs overlapped, and after a full Sync the target equals the
+//     last Sync's desired set, which equals the table.
 //
 // The seed is printed; CONVERGE_MODEL_SEED replays one, and
 // CONVERGE_MODEL_SEEDS=N runs N seeds (the soak in scripts/soak.sh).
@@ -219,6 +224,11 @@ func runModel(t *testing.T, seed uint64) {
 	a.Concurrency, a.MaxRetries = 4, modelMaxRetries
 	recs["a"] = mustNew(t, f, statusSetConfig(f, "a", modelOps{targets["a"], modelMaxRetries}, a))
 	recs["b"] = mustNew(t, f, statusSetConfig(f, "b", modelOps{targets["b"], 0}, common))
+	syncTarget := newModelSyncTarget("s", seed)
+	s := statusSetConfig(f, "s", nil, common)
+	s.Operations, s.SyncOperations = nil, syncTarget
+	s.SyncDebounce = reconciler.LeadingEdge(time.Millisecond) // many Syncs, each racing the writes
+	syncRec := mustNew(t, f, s)
 	f.markInit()
 
 	live := map[string]string{} // the model of the table: key -> value
@@ -259,6 +269,7 @@ func runModel(t *testing.T, seed uint64) {
 		m.faults = false
 		m.mu.Unlock()
 	}
+	syncTarget.stopFaults()
 	for name, r := range recs {
 		if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
 			t.Fatalf("%s: %s", name, err)
@@ -277,7 +288,23 @@ func runModel(t *testing.T, seed uint64) {
 			t.Fatalf("%s after the prune: %s", name, err)
 		}
 	}
+	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatalf("s: %s", err)
+	}
+	syncTarget.checkStatuses(t, f, live, syncRec)
+	// A full Sync ends what a Permanent failure held (nothing changes
+	// after it to start another Sync).
+	before := syncRec.Status().LastFull.At
+	syncRec.TriggerFullReconciliation()
+	f.waitFor(ctx, t, "s's full Sync", func() bool {
+		last := syncRec.Status().LastFull
+		return last.At.After(before) && last.Error == ""
+	})
+	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatalf("s: %s", err)
+	}
 	checkModel(t, f, live, targets, recs)
+	syncTarget.checkTarget(t, f, live)
 }
 
 func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject]) {

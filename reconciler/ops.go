@@ -35,7 +35,7 @@ func (l *loop[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
 }
 
 func (l *loop[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
-	en := &t.entries[0]
+	en := &t.one
 	res := result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
 	start := l.clock()
 	res.err = l.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {

@@ -86,7 +86,7 @@ func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		l.work.add(key, ch, st, askedAt, l.now)
 	case st.Kind == StatusKindError:
-		l.retryError(key, ch, st, askedAt)
+		l.work.retryError(key, ch, st, askedAt, l.now)
 	}
 }
 

@@ -47,6 +47,13 @@ type reconciler[Obj comparable] struct {
 	// when New ran: one that completes before the loop starts leaves no
 	// trace the loop could see (feed.noInitializer).
 	initializerAtNew bool
+
+	// registry and name are where the loop looks for other reconcilers on
+	// the same table (shared.go); shared is the conflict it found, owned
+	// by the loop goroutine.
+	registry *Registry
+	regName  string
+	shared   sharedCheck
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
@@ -99,6 +106,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		if err := p.Registry.add(id, r, accessorOf(id.DisplayName(), cfg)); err != nil {
 			return nil, err
 		}
+		r.registry, r.regName = p.Registry, id.DisplayName()
 	}
 	p.JobGroup.Add(job.OneShot(r.jobName(), r.run))
 	return r, nil

@@ -3,97 +3,114 @@ package reconciler
 import (
 	"fmt"
 	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
 )
 
-// report publishes, after a step, what the outstanding work says: health,
-// the gauges, the status snapshot and the progress the waits watch. It
-// walks the active requests once: work proportional to a round, not to
-// the table.
-func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
-	w := l.work
-	objects := l.cfg.Table.NumObjects(l.db.ReadTxn())
-	l.status.dirty = l.status.dirty || w.dirty
+// A report publishes, after a step, what the outstanding work says: health,
+// the status snapshot, the progress the waits watch and the gauges. Both
+// loops report through publish; it walks the active requests once: work
+// proportional to a round, not to the table.
+
+// reportParts are what a loop adds to its outstanding work in a report.
+type reportParts struct {
+	readTo      statedb.Revision // the last revision read from the change iterator
+	initialized bool
+	inFlight    int  // operations executing (a running Sync counts one)
+	unowned     int  // live objects another replica owns
+	standby     bool // a whole-set reconciler that does not lead: nothing is its work
+	whole       wholeError
+	lastRound   RoundInfo
+	lastFull    FullInfo
+	healthTimer *timer
+}
+
+func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Health, now time.Time, p reportParts) {
+	objects := r.cfg.Table.NumObjects(r.db.ReadTxn())
+	h.dirty = h.dirty || w.dirty
 	w.dirty = false
-	l.status.reportFailing(l.health, now, objects, l.suspended(), wholeError{op: "prune", err: l.full.lastErr}, &ts.health,
-		failingSet{n: w.failing, first: l.firstErrors})
+	failing := failingSet{n: w.failing, first: w.firstErrors}
+	if p.standby {
+		failing = failingSet{}
+	}
+	if r.shared.err != nil {
+		p.whole = wholeError{op: "status", err: r.shared.err} // before any other: nothing is right while it holds
+	}
+	h.reportFailing(health, now, objects, r.suspended(), p.whole, p.healthTimer, failing)
 
-	oldest := w.oldestPicked(now)
-
-	s := l.baseSnapshot(now, &l.status, l.initialized)
+	view := w.view(p.readTo, now)
+	oldest := view.oldestPicked
+	s := r.baseSnapshot(now, h, p.initialized)
 	s.FailingDeletes = w.failingDeletes
 	s.Retries = len(w.byDue.items)
 	if next, ok := w.nextDue(); ok {
 		s.NextRetry = next
 	}
-	s.Waiting, s.InFlight = len(w.active), w.running
+	s.Waiting, s.InFlight = len(w.active), p.inFlight
 	if len(w.active) > 0 {
 		s.oldestSince = oldest
 	}
-	s.LastRound, s.LastFull = l.lastRound, l.lastFull
+	s.LastRound, s.LastFull = p.lastRound, p.lastFull
 	pending, refreshing, errs := w.kinds[StatusKindPending], w.kinds[StatusKindRefreshing], w.kinds[StatusKindError]
-	unowned := l.parkedLive
 	s.Objects = ObjectCounts{
 		Pending:    pending,
 		Refreshing: refreshing,
 		Error:      errs,
-		Unowned:    unowned,
-		Done:       max(0, objects-pending-refreshing-errs-unowned),
+		Unowned:    p.unowned,
+		Done:       max(0, objects-pending-refreshing-errs-p.unowned),
+	}
+	v := w.progressValues(view)
+	gauges := Gauges{
+		Failing:       w.failing,
+		Waiting:       len(w.active),
+		InFlight:      p.inFlight,
+		Retries:       len(w.byDue.items),
+		OldestWaiting: max(now.Sub(oldest), 0),
+	}
+	if p.standby {
+		// Kept warm for a takeover, but no one's work here.
+		s.Objects = ObjectCounts{Unowned: objects}
+		s.FailingDeletes, s.Retries, s.NextRetry, s.Waiting, s.oldestSince = 0, 0, time.Time{}, 0, time.Time{}
+		v = progressValues{reconciled: p.readTo, retryLow: p.readTo + 1}
+		gauges = Gauges{InFlight: p.inFlight}
 	}
 	// The snapshot before the progress, the progress before the gauges:
 	// whoever a wait wakes sees a Status() at least as new as what it
 	// waited for, and whoever the metrics wake sees the progress too.
-	l.snapshot.Store(s)
-	l.progress.set(l.progressValues())
-	l.metrics.Gauges(Gauges{
-		Failing:       w.failing,
-		Waiting:       len(w.active),
-		InFlight:      w.running,
-		Retries:       len(w.byDue.items),
-		OldestWaiting: max(now.Sub(oldest), 0),
-	})
+	r.snapshot.Store(s)
+	r.progress.set(v)
+	r.metrics.Gauges(gauges)
 }
 
 // progressValues derives what the waits watch from the outstanding work.
-func (l *loop[Obj]) progressValues() progressValues {
-	w := l.work
-	reconciled, retryLow := w.progress(l.readTo)
-	v := progressValues{reconciled: reconciled, retryLow: retryLow}
+func (w *work[Obj]) progressValues(view workView[Obj]) progressValues {
+	v := progressValues{reconciled: view.reconciled, retryLow: view.retryLow}
 	v.outstanding = len(w.active) + len(w.byDue.items)
 	if w.blocked > 0 {
-		v.blocked = l.blockedError()
+		v.blocked = w.blockedError()
 	}
-	if v.outstanding > 0 {
-		v.oldest = l.oldestRequest()
+	if v.outstanding > 0 && view.oldest != nil {
+		v.oldest = describeOldest(view.oldest)
 	}
 	return v
 }
 
 // blockedError is the error the waits return while misconfiguration
 // holds objects back.
-func (l *loop[Obj]) blockedError() error {
-	for _, r := range l.work.byKey {
+func (w *work[Obj]) blockedError() error {
+	for _, r := range w.byKey {
 		if r.blocked && r.state == stHeld {
 			return fmt.Errorf("%w: %d object(s) cannot be reconciled, e.g. %s: %s",
-				ErrInvalidConfig, l.work.blocked, printableKey(r.key), r.err)
+				ErrInvalidConfig, w.blocked, printableKey(r.key), r.err)
 		}
 	}
 	return nil
 }
 
-// oldestRequest names the unsettled request with the lowest revision.
-func (l *loop[Obj]) oldestRequest() oldestRequest {
-	var oldest *request[Obj]
-	for _, r := range l.work.active {
-		if oldest == nil || r.askedAt < oldest.askedAt {
-			oldest = r
-		}
-	}
-	if items := l.work.byAsk.items; len(items) > 0 && (oldest == nil || items[0].askedAt < oldest.askedAt) {
-		oldest = items[0]
-	}
-	if oldest == nil {
-		return oldestRequest{}
-	}
+// describeOldest names the unsettled request with the lowest revision,
+// for the waits' errors.
+func describeOldest[Obj any](oldest *request[Obj]) oldestRequest {
 	what := "queued"
 	switch {
 	case oldest.deleted && oldest.state == stRetrying:
@@ -109,9 +126,9 @@ func (l *loop[Obj]) oldestRequest() oldestRequest {
 }
 
 // firstErrors returns the failures of the smallest failing keys.
-func (l *loop[Obj]) firstErrors(n int) []error {
+func (w *work[Obj]) firstErrors(n int) []error {
 	return firstErrors(n, func(yield func(key, err string) bool) {
-		for k, r := range l.work.byKey {
+		for k, r := range w.byKey {
 			if r.err != "" && !yield(k, r.err) {
 				return
 			}

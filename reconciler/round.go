@@ -81,11 +81,22 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 		return true
 	}
 	st := l.cfg.GetObjectStatus(ch.obj)
-	if st.Kind == StatusKindDone && len(l.work.byKey) == 0 {
-		return false // a status write, most often ours, and nothing waits
+	if l.checkShared(ch.obj, st) {
+		l.status.dirty = true
 	}
-	key := l.keyOf(ch.obj)
-	r := l.work.byKey[key]
+	if st.Kind == StatusKindDone && (len(l.work.byKey) == 0 || l.ownWrites.has(ch.rev)) {
+		// A Done of this loop's own writing (or any status write while
+		// nothing waits): a settled request's echo, which asks nothing.
+		return false
+	}
+	return l.work.decide(l.keyOf(ch.obj), ch, st, askedAt, l.startRev, now)
+}
+
+// decide makes a request of a live object's change if it asks this
+// reconciler for work, and reports whether it queued one: the one rule by which
+// both loops read changes. st is this reconciler's status in ch.obj.
+func (w *work[Obj]) decide(key string, ch change[Obj], st Status, askedAt, startRev statedb.Revision, now time.Time) bool {
+	r := w.byKey[key]
 	live := r != nil && !r.deleted && r.state != stGone
 	switch {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
@@ -95,15 +106,16 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 			r.obj, r.rev = ch.obj, ch.rev
 			return false
 		}
-		l.work.add(key, ch, st, askedAt, now)
+		w.add(key, ch, st, askedAt, now)
 		return true
 	case live && sameStatus(r.expect, st):
 		// A status write that leaves ours as we know it (our own, or
 		// another reconciler's on a shared object): follow the revision.
 		r.obj, r.rev = ch.obj, ch.rev
-	case r == nil && st.Kind == StatusKindError && ch.rev <= l.startRev:
+	case r == nil && st.Kind == StatusKindError && ch.rev <= startRev:
 		// Failed in an earlier run, whose retries are gone.
-		l.retryError(key, ch, st, askedAt)
+		// Its retry is due at once; it is not queued by this change.
+		w.retryError(key, ch, st, askedAt, now)
 	}
 	// Otherwise a status write that asks nothing of us: a Done or Error
 	// of ours read back after a newer one, or another writer's.
@@ -130,13 +142,13 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time)
 }
 
 // retryError makes a request of an object whose last attempt failed where
-// this loop kept no retry for it (an earlier run, or another replica's
+// no retry is kept for it (an earlier run, or another replica's
 // ownership): it is retried at once, as if it had just failed.
-func (l *loop[Obj]) retryError(key string, ch change[Obj], st Status, askedAt statedb.Revision) {
-	r := l.work.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
-	l.work.setExpect(r, st)
+func (w *work[Obj]) retryError(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) {
+	r := w.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, now)
+	w.setExpect(r, st)
 	r.attempts, r.tried = 1, true
-	l.work.retry(r, l.now, false, st.Error, l.now)
+	w.retry(r, now, false, st.Error, now)
 }
 
 // sameRequest reports whether st is the very request asked: a pending

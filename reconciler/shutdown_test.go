@@ -306,76 +306,13 @@ func testShutdownMidRound(t *testing.T, sc stopConfig) {
 	}
 	after := h.state()
 
-	// In-flight operations saw their context cancelled by the stop, not
-	// by a timeout; nothing started once Stop was called.
-	recs := h.ops.records()
-	blocked := 0
-	for _, rec := range recs {
-		switch {
-		case rec.afterStopCalled:
-			t.Errorf("operation on %s started after Stop was called", rec.key)
-		case blocking(rec.key):
-			blocked++
-			if !errors.Is(rec.ctxErr, context.Canceled) {
-				t.Errorf("operation on %s returned with context error %v, want %v", rec.key, rec.ctxErr, context.Canceled)
-			}
-		}
-	}
-	if blocked != inFlight {
-		t.Errorf("%d blocked operations ended, want %d", blocked, inFlight)
-	}
-	if n := len(h.ops.started); n > 0 {
-		t.Errorf("%d more operation(s) started after the workers were full", n)
-	}
-
-	// The blocked operations reported success after the stop began: none
-	// of it may reach the table, before or after Stop returned.
-	if !maps.Equal(before.objs, after.objs) || before.rev != after.rev {
-		t.Errorf("table changed during Stop:\nbefore (rev %d): %v\nafter (rev %d): %v", before.rev, before.objs, after.rev, after.objs)
-	}
-	for _, obj := range h.objects() {
-		want := reconciler.StatusKindPending
-		if strings.HasPrefix(obj.ID, "done") {
-			want = reconciler.StatusKindDone
-		}
-		if obj.Status.Kind != want {
-			t.Errorf("%s is %s after Stop, want %s", obj.ID, obj.Status.Kind, want)
-		}
-	}
+	checkStoppedMidRound(t, h, sc, blocking, inFlight, before, after)
 	goleak.VerifyNone(t, leaks)
 	if t.Failed() {
 		return
 	}
 
-	// A new hive over the same state: the table as it was at Stop (an agent
-	// restoring it), the same target. The Pending objects are reconciled,
-	// the Done ones are left alone.
-	ops2 := newStopOps(target, func(string) bool { return false })
-	h2 := startStopHarness(t, ops2, sc, h.objects())
-	h2.settle()
-	if err := h2.stop(10 * time.Second); err != nil {
-		t.Fatalf("hive stop: %s", err)
-	}
-	var keys []string
-	for _, rec := range ops2.records() {
-		keys = append(keys, rec.key)
-	}
-	slices.Sort(keys)
-	var want []string
-	for _, obj := range h.objects() {
-		if !strings.HasPrefix(obj.ID, "done") {
-			want = append(want, obj.ID)
-		}
-	}
-	if !slices.Equal(keys, want) {
-		t.Errorf("after the restart, operations on %v, want %v", keys, want)
-	}
-	state := target.State()
-	for _, obj := range h.objects() {
-		if state[obj.ID] != obj.Value {
-			t.Errorf("target has %s=%q, want %q", obj.ID, state[obj.ID], obj.Value)
-		}
-	}
+	checkRestartAfterStop(t, h, target, sc)
 	goleak.VerifyNone(t, leaks)
 }
 
@@ -550,5 +487,81 @@ func TestRestartOverErrorObjects(t *testing.T) {
 				"round.go onChange ignores objects that are not Pending or Refreshing, and the retry was in the old hive's memory",
 				refresh, bad.Status.Kind, bad.Status.Error, snap.Objects.Error, snap.Objects.Done)
 		})
+	}
+}
+
+// checkStoppedMidRound checks what testShutdownMidRound's stop left: the
+// in-flight operations saw a cancelled context, nothing started after
+// Stop was called, and the table did not change during Stop.
+func checkStoppedMidRound(t *testing.T, h *stopHarness, sc stopConfig, blocking func(string) bool, inFlight int, before, after tableState) {
+	t.Helper()
+	// In-flight operations saw their context cancelled by the stop, not
+	// by a timeout; nothing started once Stop was called.
+	recs := h.ops.records()
+	blocked := 0
+	for _, rec := range recs {
+		switch {
+		case rec.afterStopCalled:
+			t.Errorf("operation on %s started after Stop was called", rec.key)
+		case blocking(rec.key):
+			blocked++
+			if !errors.Is(rec.ctxErr, context.Canceled) {
+				t.Errorf("operation on %s returned with context error %v, want %v", rec.key, rec.ctxErr, context.Canceled)
+			}
+		}
+	}
+	if blocked != inFlight {
+		t.Errorf("%d blocked operations ended, want %d", blocked, inFlight)
+	}
+	if n := len(h.ops.started); n > 0 {
+		t.Errorf("%d more operation(s) started after the workers were full", n)
+	}
+
+	// The blocked operations reported success after the stop began: none
+	// of it may reach the table, before or after Stop returned.
+	if !maps.Equal(before.objs, after.objs) || before.rev != after.rev {
+		t.Errorf("table changed during Stop:\nbefore (rev %d): %v\nafter (rev %d): %v", before.rev, before.objs, after.rev, after.objs)
+	}
+	for _, obj := range h.objects() {
+		want := reconciler.StatusKindPending
+		if strings.HasPrefix(obj.ID, "done") {
+			want = reconciler.StatusKindDone
+		}
+		if obj.Status.Kind != want {
+			t.Errorf("%s is %s after Stop, want %s", obj.ID, obj.Status.Kind, want)
+		}
+	}
+}
+
+// checkRestartAfterStop starts a new hive over the table as it was at
+// Stop (an agent restoring it) and the same target: the Pending objects
+// are reconciled, the Done ones are left alone.
+func checkRestartAfterStop(t *testing.T, h *stopHarness, target *fake.Target, sc stopConfig) {
+	t.Helper()
+	ops2 := newStopOps(target, func(string) bool { return false })
+	h2 := startStopHarness(t, ops2, sc, h.objects())
+	h2.settle()
+	if err := h2.stop(10 * time.Second); err != nil {
+		t.Fatalf("hive stop: %s", err)
+	}
+	var keys []string
+	for _, rec := range ops2.records() {
+		keys = append(keys, rec.key)
+	}
+	slices.Sort(keys)
+	var want []string
+	for _, obj := range h.objects() {
+		if !strings.HasPrefix(obj.ID, "done") {
+			want = append(want, obj.ID)
+		}
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("after the restart, operations on %v, want %v", keys, want)
+	}
+	state := target.State()
+	for _, obj := range h.objects() {
+		if state[obj.ID] != obj.Value {
+			t.Errorf("target has %s=%q, want %q", obj.ID, state[obj.ID], obj.Value)
+		}
 	}
 }

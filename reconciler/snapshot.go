@@ -22,13 +22,16 @@ type StatusSnapshot struct {
 	// FailingDeletes counts deleted objects whose Delete failed.
 	FailingDeletes int `json:"failing-deletes"`
 
-	// Retries is the length of the retry queue; NextRetry is when its
-	// earliest entry is due (zero when empty).
+	// Retries is the length of the retry queue (objects whose retry is
+	// scheduled; whole set: retried by the next Sync); NextRetry is when
+	// its earliest entry is due (zero when empty).
 	Retries   int       `json:"retries"`
 	NextRetry time.Time `json:"next-retry,omitzero"`
 
-	// Waiting is the number of objects picked up and not yet committed;
-	// InFlight the operations running now (a batch counts once).
+	// Waiting is the number of objects picked up and not yet committed
+	// (whole set: waiting for the next Sync or in the running one);
+	// InFlight the operations running now (a batch, or a Sync, counts
+	// once).
 	Waiting  int `json:"waiting"`
 	InFlight int `json:"in-flight"`
 
@@ -129,13 +132,12 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 // baseSnapshot is a snapshot with what every loop reports alike filled in.
 func (r *reconciler[Obj]) baseSnapshot(now time.Time, h *healthState, initialized bool) *StatusSnapshot {
 	return &StatusSnapshot{
-		Module:         r.id.ModuleID,
-		Name:           r.cfg.Name,
-		Table:          r.cfg.Table.Name(),
-		FailingDeletes: h.failingDeletes,
-		Suspended:      r.suspended(),
-		Initialized:    initialized,
-		RecentErrors:   h.recent.list(),
-		UpdatedAt:      now,
+		Module:       r.id.ModuleID,
+		Name:         r.cfg.Name,
+		Table:        r.cfg.Table.Name(),
+		Suspended:    r.suspended(),
+		Initialized:  initialized,
+		RecentErrors: h.recent.list(),
+		UpdatedAt:    now,
 	}
 }

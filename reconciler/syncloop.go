@@ -10,43 +10,28 @@ import (
 )
 
 // The whole-set loop (SyncOperations). It reads the table's changes as they
-// come, collects those that ask for work, and runs one Sync at a time over
-// a snapshot when the debounce allows; the Sync's result is written into
-// every object it covered (syncresult.go). It shares the per-object loop's
-// pieces: status writes with compare-and-swap, the guarded call (timeout,
-// panics), backoff, health, metrics, progress and the snapshot.
+// come into the same outstanding-work structure as the per-object loop
+// (work.go), and runs one Sync at a time over a snapshot, when the
+// debounce allows, for every request at once: a Sync is the executor. Its
+// result is written into every object it covered (syncresult.go), under
+// the one write rule (commit.go), and everything reported is derived from
+// the work, as in the per-object loop (report.go).
 
-// syncEntry is one object changed or deleted since the last successful Sync.
-type syncEntry[Obj any] struct {
-	change[Obj]
-	status  Status           // this reconciler's status as read (for the StatusSet merge)
-	mark    bool             // its status asks for a write after the Sync: not Done
-	floor   statedb.Revision // the change was read after this revision
-	origRev statedb.Revision // lowest revision the request that started its failures can have
-
-	failures int  // Syncs in a row that failed it
-	tried    bool // a Sync failed it: it waits for a retry
-	held     bool // given up on (Permanent, MaxRetries): in every Sync, but starts none
-
-	// requestedAt is when the request was written (its Pending status's
-	// UpdatedAt; zero: unknown, or no user's change), kept while the
-	// Syncs that fail it are retried: the start of its realization.
-	requestedAt time.Time
-}
-
-// syncRun is one Sync: its snapshot, the changes handed to it, its result.
+// syncRun is one Sync: its snapshot, the requests it covers, its result.
 type syncRun[Obj any] struct {
-	txn      statedb.ReadTxn
-	entries  map[string]*syncEntry[Obj]
-	full     bool             // asked for by a full reconciliation
-	minFloor statedb.Revision // every change after this is in entries or later
-	untried  int              // entries that are new requests for live objects
-	failures int              // Syncs in a row that failed as a whole before this one
+	txn   statedb.ReadTxn
+	id    uint64          // the attempt id of its requests
+	taken []*request[Obj] // the requests taken; those still carrying id are its
+	// all is set when no Sync has succeeded yet in this run: the changes
+	// are every object of the snapshot, and the deletes read since.
+	all      bool
+	changes  []Change[Obj]
+	full     bool // asked for by a full reconciliation
+	failures int  // Syncs in a row that failed as a whole before this one
 	start    time.Time
-
-	// retryFloor is the lowest origRev of the failed changes it retries:
-	// they are not settled until it succeeds.
-	retryFloor statedb.Revision
+	// settled is set once the loop recorded its outcome: at its deadline
+	// (OperationTimeout), its result when it returns is discarded.
+	settled bool
 
 	// Set by the Sync's goroutine.
 	err error
@@ -54,13 +39,18 @@ type syncRun[Obj any] struct {
 }
 
 // syncLoop is the state of one run of a whole-set reconciler, owned by its
-// goroutine.
+// goroutine; the running Sync's goroutine owns only its syncRun until it
+// hands it back on done.
 type syncLoop[Obj comparable] struct {
 	*reconciler[Obj]
 	health cell.Health
 	feed[Obj]
-	pulledTo statedb.Revision // changes are read up to here
-	readAll  bool             // the changes present when the run began are read
+	work *work[Obj]
+
+	// readTo is the last revision the change iterator returned; readAll
+	// is set once every change present when the run began is read.
+	readTo  statedb.Revision
+	readAll bool
 	// ownChanged is Ownership.Changed's channel, taken before Owns(nil)
 	// was last asked.
 	ownChanged <-chan struct{}
@@ -77,32 +67,28 @@ type syncLoop[Obj comparable] struct {
 	loggedErr string
 	loggedAt  time.Time
 
-	// pending are the changes waiting for a Sync, by key. firstChange and
-	// lastChange are when the first and the latest new request among them
-	// was read (zero when none): the debounce looks at them. untried counts
-	// the new requests for live objects; firstFloor is the floor of the
-	// first of them; retryFloor the lowest origRev of a failed one waiting
-	// for its retry (progress).
-	pending     map[string]*syncEntry[Obj]
+	// synced is set once a Sync succeeded in this run: from then on a
+	// Sync's changes are the outstanding requests.
+	synced bool
+	// firstChange and lastChange are when the first and the latest new
+	// request since the last Sync started were read (zero when none):
+	// the debounce looks at them.
 	firstChange time.Time
 	lastChange  time.Time
-	untried     int
-	firstFloor  statedb.Revision
-	hasFloor    bool
-	retryFloor  statedb.Revision
 
 	running   *syncRun[Obj]
 	done      chan *syncRun[Obj] // the running Sync's result; capacity one
 	overdue   chan struct{}      // the running Sync passed OperationTimeout
 	isOverdue bool
 	wg        sync.WaitGroup
+	taken     []*request[Obj] // reused from Sync to Sync
+	ownWrites revRanges       // the revisions of the latest status commits
 
 	lastStart  time.Time
 	fullWanted bool
-	retryAt    time.Time // when failed changes are retried; zero when none
-	failures   int       // Syncs in a row that failed as a whole
-	down       bool      // the last Sync failed as a whole: new changes wait for retryAt
-	lastErr    error     // the last Sync's error as a whole, for health
+	failures   int   // Syncs in a row that failed as a whole: their backoff
+	down       bool  // the last Sync failed as a whole: new changes wait for its retry
+	lastErr    error // the last Sync's error as a whole, for health
 	lastRound  RoundInfo
 	lastFull   FullInfo
 	dirty      bool // report after this step
@@ -125,13 +111,12 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLo
 	return &syncLoop[Obj]{
 		reconciler: r,
 		health:     health,
+		work:       newWork[Obj](false),
 		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		status:     newHealthState(),
 		failLog:    newFailureLog(r.log),
-		pending:    map[string]*syncEntry[Obj]{},
 		done:       make(chan *syncRun[Obj], 1),
 		overdue:    make(chan struct{}, 1),
-		retryFloor: ^statedb.Revision(0),
 		// The first Sync runs once the table is initialized, even with
 		// nothing in it: the target must then be emptied.
 		fullWanted: true,
@@ -158,6 +143,7 @@ func (s *syncLoop[Obj]) start() error {
 	if s.cfg.Ownership != nil {
 		s.ownChanged = s.cfg.Ownership.Changed()
 	}
+	s.shared.start(s.registry, s.regName, s.cfg.Table.Name())
 	return s.feed.open(s.db, s.cfg.Table, s.initializerAtNew)
 }
 
@@ -193,7 +179,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 			s.startSync(ctx, now)
 		}
 	}
-	if s.dirty || s.status.dirty {
+	if s.dirty || s.status.dirty || s.work.dirty {
 		s.report(now)
 	}
 }
@@ -212,8 +198,8 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	case <-s.ownChanged:
-		s.ownChanged = s.cfg.Ownership.Changed() // before nextSync asks Owns again
-		s.dirty = true                           // leading now, or not: nextSync asks
+		s.ownChanged = s.cfg.Ownership.Changed() // before Owns is asked again
+		s.dirty = true
 	case <-changesCh:
 	case <-s.readTimer.c():
 		s.readTimer.fired()
@@ -224,8 +210,7 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	case run := <-s.done:
 		s.finishSync(ctx, run, time.Now())
 	case <-s.overdue:
-		s.isOverdue = s.running != nil
-		s.dirty = true
+		s.syncOverdue(ctx, time.Now())
 	case <-s.wake:
 		s.dirty = true
 	case <-s.next.c():
@@ -240,120 +225,60 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	return true
 }
 
-// read takes the changes up to txn into pending.
+// read takes the changes up to txn into the outstanding work.
 func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 	seq, watch := s.changes.Next(txn)
-	floor := s.pulledTo
+	// As in the per-object loop (pull): a change read now may have been
+	// made at any revision after what was read before.
+	askedAt := s.readTo + 1
 	for ch, rev := range seq {
-		s.pulledTo = rev
-		s.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, floor, now)
+		s.readTo = rev
+		if s.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, askedAt, now) {
+			if s.firstChange.IsZero() {
+				s.firstChange = now
+			}
+			s.lastChange = now
+		}
 	}
 	if !s.readAll {
 		// Deletes from before the run left no change to read: the first
 		// read covers the table as it was when the run began. After it,
 		// the mark moves only with what the iterator returns (see pull).
 		s.readAll = true
-		s.pulledTo = max(s.pulledTo, s.startRev)
+		s.readTo = max(s.readTo, s.startRev)
 	}
 	s.changesWatch = watch
-	s.dirty = true // progress moves with pulledTo
+	s.dirty = true // progress moves with readTo
 }
 
-// onChange decides what one change asks for. Most changes read while a
-// storm goes on are this reconciler's own Done writes, which ask for
-// nothing: their entry is only built when it is kept.
-func (s *syncLoop[Obj]) onChange(ch change[Obj], floor statedb.Revision, now time.Time) {
-	key := s.keyOf(ch.obj)
+// onChange decides what one change asks for, by the rule the per-object
+// loop reads changes by, and reports whether it made a new request.
+func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now time.Time) bool {
 	if ch.deleted {
-		s.request(key, &syncEntry[Obj]{change: ch, floor: floor, origRev: floor + 1}, now)
-		return
-	}
-	st := s.cfg.GetObjectStatus(ch.obj)
-	entry := func(mark bool) *syncEntry[Obj] {
-		e := &syncEntry[Obj]{change: ch, status: st, mark: mark, floor: floor, origRev: floor + 1}
-		if st.Kind == StatusKindPending {
-			e.requestedAt = st.UpdatedAt
-		}
-		return e
-	}
-	known := s.pending[key]
-	switch {
-	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
-		if s.sameRequest(key, st) {
-			// Another reconciler's status write on an object whose
-			// request is waiting or being synced: follow its revision.
-			if known != nil {
-				known.change = ch
-			}
-			return
-		}
-		s.request(key, entry(true), now)
-	case ch.rev <= s.startRev:
-		// There before this run: in the first Sync's changes, since
-		// nothing is known of what an earlier run applied. An Error left
-		// by it is retried.
-		if st.Kind != StatusKindDone {
-			s.request(key, entry(true), now)
-		} else {
-			s.add(key, entry(false))
-		}
-	case known != nil:
-		// A status write on a waiting object: ours after a failed Sync,
-		// or another reconciler's. Follow its newest revision; the
-		// request, and when it was written, stay.
-		known.change, known.status = ch, st
-	}
-	// Otherwise a status write (most often our own Done): nothing to do.
-}
-
-// sameRequest reports whether st is the status of a request already
-// waiting or being synced for key.
-func (s *syncLoop[Obj]) sameRequest(key string, st Status) bool {
-	if st.ID == 0 {
-		return false
-	}
-	same := func(e *syncEntry[Obj]) bool {
-		return e != nil && !e.deleted && e.status.ID == st.ID && e.status.Kind == st.Kind
-	}
-	if same(s.pending[key]) {
+		s.work.add(s.keyOf(ch.obj), ch, Status{}, askedAt, now)
 		return true
 	}
-	return s.running != nil && same(s.running.entries[key])
+	st := s.cfg.GetObjectStatus(ch.obj)
+	if s.checkShared(ch.obj, st) {
+		s.status.dirty = true
+	}
+	if st.Kind == StatusKindDone && (len(s.work.byKey) == 0 || s.ownWrites.has(ch.rev)) {
+		return false // our own Done read back (commit.go's revRanges), or nothing waits
+	}
+	return s.work.decide(s.keyOf(ch.obj), ch, st, askedAt, s.startRev, now)
 }
 
-// request adds a new request: it replaces whatever waited for key (a
-// retry included: retries follow the object) and wakes the debounce.
-func (s *syncLoop[Obj]) request(key string, e *syncEntry[Obj], now time.Time) {
-	s.add(key, e)
-	if s.firstChange.IsZero() {
-		s.firstChange = now
-	}
-	s.lastChange = now
+// leading reports whether this replica syncs: always without
+// Config.Ownership, else while it owns the whole set.
+func (s *syncLoop[Obj]) leading() bool {
+	return s.cfg.Ownership == nil || s.cfg.Ownership.Owns(nil)
 }
 
-// add puts an untried entry into pending.
-func (s *syncLoop[Obj]) add(key string, e *syncEntry[Obj]) {
-	if old := s.pending[key]; old.isUntried() {
-		s.untried--
-	}
-	if e.isUntried() {
-		s.untried++
-	}
-	if !s.hasFloor {
-		s.firstFloor, s.hasFloor = e.floor, true
-	}
-	s.pending[key] = e
-}
-
-// isUntried reports whether e is a new request for a live object, not yet
-// failed: what the snapshot counts as Pending.
-func (e *syncEntry[Obj]) isUntried() bool {
-	return e != nil && e.mark && !e.deleted && !e.tried
-}
-
-// nextSync is when the next Sync may start, if one is wanted.
+// nextSync is when the next Sync may start, if one is wanted: a full
+// reconciliation at once, new requests after their debounce (and, while
+// the target is down, not before the retry), failed ones at their retry.
 func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
-	if s.running != nil || s.suspended() || (s.cfg.Ownership != nil && !s.cfg.Ownership.Owns(nil)) {
+	if s.running != nil || s.suspended() || !s.leading() {
 		return time.Time{}, false
 	}
 	if ok, wait := s.desiredComplete(s.db, s.cfg.Table, s.cfg.InitialPruneDelay, s.log); !ok {
@@ -365,18 +290,19 @@ func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
 	if s.fullWanted {
 		return now, true
 	}
+	retryAt, retry := s.work.nextDue()
 	var at time.Time
 	ok := !s.firstChange.IsZero()
 	if ok {
 		at = s.cfg.SyncDebounce.due(s.firstChange, s.lastChange, s.lastStart)
-		if s.down {
+		if s.down && retry {
 			// The target is down: new changes wait for the retry, so a
 			// trickle of them does not hammer it.
-			at = later(at, s.retryAt)
+			at = later(at, retryAt)
 		}
 	}
-	if !s.retryAt.IsZero() && (!ok || s.retryAt.Before(at)) {
-		at, ok = s.retryAt, true
+	if retry && (!ok || retryAt.Before(at)) {
+		at, ok = retryAt, true
 	}
 	return at, ok
 }

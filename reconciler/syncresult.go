@@ -2,22 +2,58 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
-
-	"github.com/cilium/statedb"
 )
 
-// finishSync records a Sync's result: metrics, the status of every object
-// it covered, retries and the next drift repair.
+// Recording a Sync's result: the status of every request it covered,
+// under the one write rule (writeStatus), and where each request goes
+// next: settled, retried or held, as in the per-object loop's commit.
+
+// finishSync takes a Sync's result when its goroutine hands it back.
 func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now time.Time) {
 	s.running, s.isOverdue, s.dirty = nil, false, true
+	if !run.settled { // else it counted as failed at its deadline: the late result is discarded
+		s.settleRun(ctx, run, run.err, run.dur, now)
+	}
+	clear(run.taken)
+	s.taken = run.taken[:0]
+}
+
+// syncOverdue records that the running Sync passed OperationTimeout: it
+// fails with ErrTimeout now, though it keeps its place (no second Sync
+// may run beside it) until it returns.
+func (s *syncLoop[Obj]) syncOverdue(ctx context.Context, now time.Time) {
+	run := s.running
+	if run == nil || run.settled {
+		return
+	}
+	s.isOverdue, s.dirty, run.settled = true, true, true
+	s.settleRun(ctx, run, timeoutError(OpSync, s.cfg.OperationTimeout), s.cfg.OperationTimeout, now)
+}
+
+// settleRun records the outcome err of Sync run.
+func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err error, dur time.Duration, now time.Time) {
 	if ctx.Err() != nil {
 		return // stopping: nothing is written after Stop
 	}
-	failed, whole := s.perObject(run.err)
-	result := s.classify(whole, run.failures)
-	s.metrics.Operation(OpSync, result, 0, run.dur)
+	mine := run.taken[:0:0]
+	for _, r := range run.taken {
+		if s.work.syncResult(r, run.id) {
+			mine = append(mine, r)
+		}
+	}
+	if !s.leading() {
+		// Another replica leads now: nothing here is written, and the
+		// requests wait, known, for this replica's next term.
+		for _, r := range mine {
+			s.work.untake(r)
+		}
+		return
+	}
+	failed, whole := s.perObject(err)
+	s.metrics.Operation(OpSync, s.classify(whole, run.failures), 0, dur)
 	if run.full {
 		s.metrics.FullReconciliation(now.Sub(run.start), whole)
 		s.lastFull = FullInfo{At: now, Duration: now.Sub(run.start)}
@@ -25,285 +61,229 @@ func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now t
 			s.lastFull.Error = whole.Error()
 		}
 	}
-
-	var writes []syncWrite[Obj]
-	switch {
-	case whole == nil:
-		writes = s.succeeded(run, failed, now)
-	case isDeferral(whole):
-		// Not ready, not a failure: statuses stay, the changes wait.
-		for key, e := range run.entries {
-			s.requeue(key, e)
-		}
-		d, _ := retryAfter(whole)
-		s.retryNoLaterThan(now.Add(d))
-	default:
-		var n int
-		writes, n = s.failed(run, whole, now)
-		if n > 0 {
-			s.metrics.BatchEntries(OpSync, result, n)
+	s.wholeOutcome(whole, now)
+	counts := map[Result]int{}
+	for rest := mine; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
+		chunk := rest[:min(len(rest), s.cfg.RoundSize)]
+		if !s.commitChunk(ctx, chunk, failed, whole, counts, now) {
+			return
 		}
 	}
-	s.writeStatuses(ctx, run, writes, now)
-	s.recomputeRetryFloor()
+	// Objects the Sync failed though they asked for nothing (the renderer
+	// rejects them now): Error as of the snapshot, and retried.
+	extra := s.unchangedFailures(run, failed, now)
+	if len(extra) > 0 && !s.commitChunk(ctx, extra, failed, nil, counts, now) {
+		return
+	}
+	for res, n := range counts {
+		s.metrics.BatchEntries(OpSync, res, n)
+	}
+	if n := len(mine); n > 0 {
+		d := time.Since(run.start)
+		s.metrics.Round(n, d)
+		s.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
+	}
 	if s.cfg.FullReconciliationInterval != Off {
 		s.full.arm(s.cfg.FullReconciliationInterval)
 	}
 }
 
-// succeeded handles a Sync that applied the whole set, but perhaps for the
-// objects in failed: those are Error and retried, the rest Done.
-func (s *syncLoop[Obj]) succeeded(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []syncWrite[Obj] {
-	s.down, s.lastErr, s.failures = false, nil, 0
-	var writes []syncWrite[Obj]
-	counts := map[Result]int{}
-	for key, e := range run.entries {
-		if f, ok := failed[key]; ok {
-			delete(failed, key)
-			counts[s.classify(f.Err, e.failures)]++
-			writes = s.failEntry(key, e, f.Err, now, writes, true)
-			continue
-		}
-		s.status.clearFailing(key)
-		if e.mark && !e.deleted {
-			counts[ResultOK]++
-			writes = s.appendWrite(writes, key, e, Status{Kind: StatusKindDone, UpdatedAt: now})
-		}
+// wholeOutcome records what the Sync as a whole came to: the backoff of
+// the Syncs failing in a row, health's error and the log.
+func (s *syncLoop[Obj]) wholeOutcome(whole error, now time.Time) {
+	switch {
+	case whole == nil:
+		s.down, s.lastErr, s.failures, s.synced = false, nil, 0, true
+	case isDeferral(whole):
+		// Not ready, not a failure: statuses stay, the requests wait.
+	default:
+		s.down, s.failures = true, s.failures+1
+		s.lastErr, _ = s.failure(whole, s.failures-1)
+		s.failLog.write(&s.loggedErr, &s.loggedAt, "", OpSync, s.lastErr.Error(), s.failures, now)
 	}
-	// Objects the Sync failed though they had not changed (the renderer
-	// rejects them now): Error as of the snapshot, and retried.
+}
+
+// unchangedFailures makes requests of the objects in failed that no
+// request of the Sync covered and that nothing newer asks for.
+func (s *syncLoop[Obj]) unchangedFailures(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []*request[Obj] {
+	var out []*request[Obj]
 	for key, f := range failed {
+		if s.work.byKey[key] != nil {
+			continue // ours were judged; a newer request covers it
+		}
 		obj, rev, found := s.cfg.Table.Get(run.txn, s.primary.QueryFromObject(f.Object))
 		if !found {
 			continue
 		}
-		e := &syncEntry[Obj]{change: change[Obj]{obj: obj, rev: rev}, status: s.cfg.GetObjectStatus(obj), mark: true, origRev: rev}
-		counts[s.classify(f.Err, 0)]++
-		writes = s.failEntry(key, e, f.Err, now, writes, true)
+		r := s.work.add(key, change[Obj]{obj: obj, rev: rev}, Status{Kind: StatusKindPending}, rev, now)
+		s.work.setExpect(r, s.cfg.GetObjectStatus(obj))
+		out = append(out, r)
 	}
-	for res, n := range counts {
-		s.metrics.BatchEntries(OpSync, res, n)
-	}
-	return writes
+	return out
 }
 
-// failed handles a Sync that failed as a whole: every object it covered
-// that asked for work is Error, and the Sync is retried with backoff
-// unless every change it failed is given up on (Permanent, or its own
-// MaxRetries spent).
-// It returns the writes and how many objects it failed.
-func (s *syncLoop[Obj]) failed(run *syncRun[Obj], whole error, now time.Time) ([]syncWrite[Obj], int) {
-	s.down, s.failures = true, s.failures+1
-	err, giveUp := s.giveUp(whole, s.failures)
-	s.lastErr = err
-	var writes []syncWrite[Obj]
-	n := 0
-	for key, e := range run.entries {
-		if e.mark || e.deleted {
-			n++
-			writes = s.failEntry(key, e, whole, now, writes, false)
-		} else {
-			s.requeue(key, e) // unchanged, but still a change since the last success
+// syncVerdict is what the Sync's result asks of one request.
+type syncVerdict[Obj any] struct {
+	r      *request[Obj]
+	err    error // the failure as the status reports it; nil: applied
+	giveUp bool
+	write  int // index of its write, or -1
+}
+
+// commitChunk judges the requests of chunk, writes their statuses in one
+// transaction and settles them. It reports false when stopping.
+func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], failed map[string]ObjectFailure[Obj], whole error, counts map[Result]int, now time.Time) bool {
+	verdicts := make([]syncVerdict[Obj], 0, len(chunk))
+	var writes []statusWrite[Obj]
+	for _, r := range chunk {
+		err := whole
+		if f, ok := failed[r.key]; ok {
+			delete(failed, r.key) // judged here: not an unchanged object's failure
+			err = f.Err
 		}
-	}
-	// The Sync is retried while any change it failed is not given up on
-	// by its own count: the Sync's count of failures in a row says how
-	// long to wait, not which objects are done trying (one inserted just
-	// before the last Sync has failed once).
-	if !giveUp || s.anyRetryable() {
-		s.retryNoLaterThan(now.Add(s.delay(whole, s.failures)))
-	}
-	s.failLog.write(&s.loggedErr, &s.loggedAt, "", OpSync, err.Error(), s.failures, now)
-	return writes, n
-}
-
-// failEntry records that a Sync failed one object: its status (unless it
-// says so already), the failing set, and its place in the next Sync. With
-// retry set, the object's own backoff (or RetryAfter) schedules that Sync.
-func (s *syncLoop[Obj]) failEntry(key string, e *syncEntry[Obj], err error, now time.Time, writes []syncWrite[Obj], retry bool) []syncWrite[Obj] {
-	if isDeferral(err) {
-		s.requeue(key, e)
-		d, _ := retryAfter(err)
-		s.retryNoLaterThan(now.Add(d))
-		return writes
-	}
-	e.tried = true
-	e.failures++
-	err, giveUp := s.giveUp(err, e.failures)
-	msg := err.Error()
-	if e.deleted {
-		s.status.setFailing(key, "delete: "+msg, true, now)
-	} else {
-		s.status.setFailing(key, msg, false, now)
-		if e.status.Kind != StatusKindError || e.status.Error != msg {
-			writes = s.appendWrite(writes, key, e, Status{Kind: StatusKindError, UpdatedAt: now, Error: msg})
+		counts[s.classify(err, r.attempts)]++
+		v, w := s.judge(r, err, now)
+		if v.write = -1; w.key != "" {
+			v.write = len(writes)
+			writes = append(writes, w)
 		}
+		verdicts = append(verdicts, v)
 	}
-	e.held = giveUp
-	s.requeue(key, e)
-	if retry && !giveUp {
-		s.retryNoLaterThan(now.Add(s.delay(err, e.failures)))
-	}
-	return writes
-}
-
-// giveUp wraps a failure for its status and reports whether it is given up
-// on: Permanent, a misconfiguration, or MaxRetries spent after failures.
-func (s *syncLoop[Obj]) giveUp(err error, failures int) (error, bool) {
-	return s.failure(err, failures-1)
-}
-
-// delay is RetryAfter's delay if err asks for one, else the backoff after
-// failures.
-func (s *syncLoop[Obj]) delay(err error, failures int) time.Duration {
-	if d, ok := retryAfter(err); ok {
-		return d
-	}
-	return s.backoff.delay(failures)
-}
-
-// requeue puts a covered change back into pending for the next Sync,
-// unless a newer change of the key came meanwhile: that one supersedes it.
-func (s *syncLoop[Obj]) requeue(key string, e *syncEntry[Obj]) {
-	if _, newer := s.pending[key]; newer {
-		return
-	}
-	if e.isUntried() {
-		s.untried++
-	}
-	if !e.tried && (!s.hasFloor || e.floor < s.firstFloor) {
-		// The lowest floor of the untried changes, whatever order they
-		// come back in: a deferred Sync's changes go back among newer
-		// ones read while it ran.
-		s.firstFloor, s.hasFloor = e.floor, true
-	}
-	s.pending[key] = e
-}
-
-// anyRetryable reports whether a failed change waits for a retry, not
-// given up on.
-func (s *syncLoop[Obj]) anyRetryable() bool {
-	for _, e := range s.pending {
-		if e.tried && !e.held {
-			return true
-		}
-	}
-	return false
-}
-
-func (s *syncLoop[Obj]) retryNoLaterThan(t time.Time) {
-	if s.retryAt.IsZero() || t.Before(s.retryAt) {
-		s.retryAt = t
-	}
-}
-
-// recomputeRetryFloor finds the lowest origRev of the failed changes that
-// wait for a retry, once per Sync.
-func (s *syncLoop[Obj]) recomputeRetryFloor() {
-	s.retryFloor = ^statedb.Revision(0)
-	for _, e := range s.pending {
-		if e.tried && !e.held {
-			s.retryFloor = min(s.retryFloor, e.origRev)
-		}
-	}
-}
-
-// syncWrite is one status write of a Sync's result, and when the change
-// it realizes was written.
-type syncWrite[Obj any] struct {
-	statusWrite[Obj]
-	requestedAt time.Time
-}
-
-// appendWrite adds the write of st into a copy of e's object.
-func (s *syncLoop[Obj]) appendWrite(writes []syncWrite[Obj], key string, e *syncEntry[Obj], st Status) []syncWrite[Obj] {
-	target, err := s.clone(e.obj)
-	if err != nil {
-		s.status.setFailing(key, err.Error(), false, st.UpdatedAt)
-		s.log.Error("Reconciler misconfigured; the object's status is not written", "key", printableKey(key), "error", err)
-		return writes
-	}
-	return append(writes, syncWrite[Obj]{
-		statusWrite: statusWrite[Obj]{key: key, obj: e.obj, rev: e.rev, target: target, hasTarget: true, expect: e.status, status: st},
-		requestedAt: e.requestedAt,
-	})
-}
-
-// writeStatuses makes the writes in transactions of at most RoundSize
-// objects, each under the rule of writeStatus: an object whose status for
-// this reconciler changed meanwhile keeps it, and the next Sync covers
-// it. The realization of the objects marked Done ends when their
-// transaction is committed.
-func (s *syncLoop[Obj]) writeStatuses(ctx context.Context, run *syncRun[Obj], writes []syncWrite[Obj], now time.Time) {
-	var realized []time.Duration
-	for rest := writes; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
-		chunk := rest[:min(len(rest), s.cfg.RoundSize)]
+	var committedAt time.Time
+	if len(writes) > 0 {
 		wtxn := s.db.WriteTxn(s.cfg.Table)
-		for i := range chunk {
-			chunk[i].outcome = s.writeStatus(wtxn, &chunk[i].statusWrite)
+		from := s.cfg.Table.Revision(wtxn) + 1
+		for i := range writes {
+			writes[i].outcome = s.writeStatus(wtxn, &writes[i])
 		}
 		if ctx.Err() != nil {
 			wtxn.Abort()
-			return // stopping: nothing is written after Stop
+			return false // stopping: nothing is written after Stop
 		}
-		wtxn.Commit()
-		committedAt := time.Now()
-		realized = realized[:0]
-		for _, w := range chunk {
-			switch {
-			case w.outcome == writeKeyChanged:
-				err := fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
-				s.status.setFailing(w.key, err.Error(), false, now)
-				s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(w.key), "error", err)
-			case w.outcome == writeLanded && w.status.Kind == StatusKindDone && !w.requestedAt.IsZero() && !committedAt.Before(w.requestedAt):
-				realized = append(realized, committedAt.Sub(w.requestedAt))
-			}
+		s.ownWrites.add(from, s.cfg.Table.Revision(wtxn.Commit()))
+		committedAt = time.Now()
+	}
+	var realized []time.Duration
+	for i := range verdicts {
+		var w *statusWrite[Obj]
+		if j := verdicts[i].write; j >= 0 {
+			w = &writes[j]
 		}
-		s.reportRealized(realized)
+		if d, ok := s.settle(&verdicts[i], w, whole != nil, committedAt, now); ok {
+			realized = append(realized, d)
+		}
 	}
-	if n := len(run.entries); n > 0 {
-		d := time.Since(run.start)
-		s.metrics.Round(n, d)
-		s.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
-	}
+	s.reportRealized(realized)
+	return true
 }
 
-// report publishes health, gauges, the snapshot and progress. It costs
-// O(1): the counts are kept as changes come and Syncs end.
+// judge decides what err, the Sync's outcome for r, asks of the table.
+func (s *syncLoop[Obj]) judge(r *request[Obj], err error, now time.Time) (syncVerdict[Obj], statusWrite[Obj]) {
+	r.tried = true // its result is in: the change has been attempted
+	v := syncVerdict[Obj]{r: r, err: err}
+	if err != nil && !isDeferral(err) {
+		v.err, v.giveUp = s.failure(err, r.attempts)
+	}
+	if r.deleted || isDeferral(err) {
+		return v, statusWrite[Obj]{}
+	}
+	st := Status{Kind: StatusKindDone, UpdatedAt: now}
+	if v.err != nil {
+		st = Status{Kind: StatusKindError, UpdatedAt: now, Error: v.err.Error()}
+		if r.expect.Kind == StatusKindError && r.expect.Error == st.Error {
+			return v, statusWrite[Obj]{} // says so already
+		}
+	}
+	target, cerr := s.clone(r.obj)
+	if cerr != nil {
+		v.err, v.giveUp = cerr, true
+		return v, statusWrite[Obj]{}
+	}
+	return v, statusWrite[Obj]{key: r.key, obj: r.obj, rev: r.rev, target: target, hasTarget: true, expect: r.expect, status: st}
+}
+
+// settle moves a request on after its write. It returns the realization
+// latency of a change it marked Done.
+func (s *syncLoop[Obj]) settle(v *syncVerdict[Obj], w *statusWrite[Obj], wholeFailed bool, committedAt, now time.Time) (time.Duration, bool) {
+	r := v.r
+	switch {
+	case w != nil && w.outcome == writeSuperseded:
+		s.work.settle(r) // a newer request for this reconciler follows
+		return 0, false
+	case w != nil && w.outcome == writeKeyChanged:
+		v.err, v.giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
+	case w != nil && v.err != nil:
+		s.work.setExpect(r, w.status)
+	}
+	if isDeferral(v.err) {
+		d, _ := retryAfter(v.err)
+		s.work.retry(r, now.Add(d), true, "", now)
+		return 0, false
+	}
+	if v.err == nil {
+		start := r.requestedAt
+		s.work.settle(r)
+		if w == nil || start.IsZero() || committedAt.Before(start) {
+			return 0, false
+		}
+		return committedAt.Sub(start), true
+	}
+	s.failed(r, v.err, v.giveUp, wholeFailed, now)
+	return 0, false
+}
+
+// failed records that the Sync failed r: given up on (held), or retried
+// by the next Sync after the backoff: the Syncs' own when the Sync failed
+// as a whole (the target is down), the object's when it failed alone.
+func (s *syncLoop[Obj]) failed(r *request[Obj], err error, giveUp, wholeFailed bool, now time.Time) {
+	msg := err.Error()
+	if r.deleted {
+		msg = "delete: " + msg
+	}
+	s.status.recent.add(recentError{key: r.key, err: msg, at: now})
+	if !wholeFailed {
+		s.failLog.write(&r.loggedErr, &r.loggedAt, r.key, OpSync, msg, r.attempts+1, now)
+	}
+	r.attempts++
+	if giveUp {
+		s.work.hold(r, msg, errors.Is(err, ErrInvalidConfig), now)
+		if errors.Is(err, ErrInvalidConfig) {
+			s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", err)
+		}
+		return
+	}
+	failures := r.attempts
+	if wholeFailed {
+		failures = s.failures
+	}
+	delay := s.backoff.delay(failures)
+	if d, ok := retryAfter(err); ok {
+		delay = d
+	}
+	s.work.retry(r, now.Add(delay), false, msg, now)
+}
+
+// report publishes what the outstanding work says (report.go). A replica
+// that does not lead keeps its requests for a takeover, but reports them
+// as another replica's.
 func (s *syncLoop[Obj]) report(now time.Time) {
-	objects := s.cfg.Table.NumObjects(s.db.ReadTxn())
 	whole := wholeError{op: "sync", err: s.lastErr}
 	if s.isOverdue {
 		whole.err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
 	}
-	s.status.report(s.health, now, objects, s.suspended(), whole, &s.healthTimer)
-
-	waiting, inFlight, pending := len(s.pending), 0, s.untried
-	reconciled, retryFloor := s.pulledTo, s.retryFloor
-	if s.hasFloor {
-		reconciled = min(reconciled, s.firstFloor)
-	}
-	if r := s.running; r != nil {
-		waiting += len(r.entries)
+	inFlight := 0
+	if s.running != nil {
 		inFlight = 1
-		pending += r.untried
-		reconciled = min(reconciled, r.minFloor)
-		retryFloor = min(retryFloor, r.retryFloor)
 	}
-	retries := 0
-	if !s.retryAt.IsZero() {
-		retries = 1
-	}
-
-	snap := s.baseSnapshot(now, &s.status, s.initialized)
-	snap.Retries, snap.NextRetry = retries, s.retryAt
-	snap.Waiting, snap.InFlight = waiting, inFlight
-	snap.LastRound, snap.LastFull = s.lastRound, s.lastFull
-	errs := len(s.status.failing) - s.status.failingDeletes
-	snap.Objects = ObjectCounts{Pending: pending, Error: errs, Done: max(0, objects-pending-errs)}
-	s.snapshot.Store(snap)
-	s.progress.set(progressValues{reconciled: reconciled, retryLow: min(retryFloor, reconciled+1), outstanding: waiting})
-	// After the progress, as in the per-object loop (report.go).
-	s.metrics.Gauges(Gauges{Failing: len(s.status.failing), Waiting: waiting, InFlight: inFlight, Retries: retries})
+	s.publish(s.work, &s.status, s.health, now, reportParts{
+		readTo:      s.readTo,
+		initialized: s.initialized,
+		inFlight:    inFlight,
+		standby:     !s.leading(),
+		whole:       whole,
+		lastRound:   s.lastRound,
+		lastFull:    s.lastFull,
+		healthTimer: &s.healthTimer,
+	})
 	s.dirty = false
 }

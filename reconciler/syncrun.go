@@ -5,18 +5,16 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/cilium/statedb"
 )
 
 // Starting a Sync and running it on its own goroutine.
 
-// startSync hands every pending change, up to a fresh snapshot, to a Sync
-// on its own goroutine.
+// startSync hands every outstanding request, up to a fresh snapshot, to a
+// Sync on its own goroutine.
 func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	txn := s.db.ReadTxn()
 	s.read(txn, now) // the changes handed over are exactly the snapshot's
-	if s.pulledTo < s.cfg.Table.Revision(txn) && s.unreadWaits < maxUnreadWaits {
+	if s.readTo < s.cfg.Table.Revision(txn) && s.unreadWaits < maxUnreadWaits {
 		// The snapshot holds a change the iterator did not return: its
 		// commit published the data and is closing the watch channels
 		// right now. Start once it is read, so that the Sync's changes
@@ -26,15 +24,16 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 		return
 	}
 	s.unreadWaits = 0
-	run := &syncRun[Obj]{txn: txn, entries: s.pending, full: s.fullWanted, untried: s.untried,
-		failures: s.failures, start: now, minFloor: s.pulledTo, retryFloor: s.retryFloor}
-	if s.hasFloor {
-		run.minFloor = min(run.minFloor, s.firstFloor)
+	taken, id := s.work.takeAll(s.taken[:0], now)
+	run := &syncRun[Obj]{txn: txn, id: id, taken: taken, all: !s.synced, full: s.fullWanted,
+		failures: s.failures, start: now}
+	run.changes = make([]Change[Obj], 0, len(taken))
+	for _, r := range taken {
+		if r.deleted || !run.all {
+			run.changes = append(run.changes, Change[Obj]{Object: r.obj, Revision: r.rev, Deleted: r.deleted})
+		}
 	}
-	// Sized for a storm's next batch, not for a first Sync of the whole table.
-	s.pending = make(map[string]*syncEntry[Obj], min(len(run.entries), s.cfg.RoundSize))
-	s.firstChange, s.lastChange, s.retryAt, s.fullWanted = time.Time{}, time.Time{}, time.Time{}, false
-	s.untried, s.hasFloor, s.retryFloor = 0, false, ^statedb.Revision(0)
+	s.firstChange, s.lastChange, s.fullWanted = time.Time{}, time.Time{}, false
 	s.lastStart = now
 	s.full.disarm()
 	s.running = run
@@ -47,11 +46,13 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 // and a panic becomes an error.
 func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 	defer s.wg.Done()
-	changes := make([]Change[Obj], 0, len(run.entries))
-	for _, e := range run.entries {
-		changes = append(changes, Change[Obj]{Object: e.obj, Revision: e.rev, Deleted: e.deleted})
+	if run.all {
+		// Nothing is known of what an earlier run applied: every object.
+		for obj, rev := range s.cfg.Table.All(run.txn) {
+			run.changes = append(run.changes, Change[Obj]{Object: obj, Revision: rev})
+		}
 	}
-	slices.SortFunc(changes, func(a, b Change[Obj]) int { return cmp.Compare(a.Revision, b.Revision) })
+	slices.SortFunc(run.changes, func(a, b Change[Obj]) int { return cmp.Compare(a.Revision, b.Revision) })
 	if own := s.cfg.Ownership; own != nil {
 		opCtx, release, ok := own.Acquire(ctx, nil)
 		if !ok {
@@ -64,7 +65,7 @@ func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 	}
 	start := time.Now()
 	run.err = s.call(ctx, s.overrun, OpSync, "", run.failures, func(ctx context.Context) error {
-		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(changes))
+		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(run.changes))
 	})
 	run.dur = time.Since(start)
 	s.done <- run // never blocks: one Sync at a time

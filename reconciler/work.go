@@ -121,11 +121,16 @@ type work[Obj any] struct {
 	dirty          bool
 
 	lastAttempt uint64
+
+	// dispatch is set for the per-object loop, whose workers take the
+	// ready requests; a whole-set loop takes every request into one Sync.
+	dispatch bool
 }
 
-func newWork[Obj any]() *work[Obj] {
+func newWork[Obj any](dispatch bool) *work[Obj] {
 	return &work[Obj]{
-		byKey: map[string]*request[Obj]{},
+		byKey:    map[string]*request[Obj]{},
+		dispatch: dispatch,
 		byDue: reqHeap[Obj]{
 			less: func(a, b *request[Obj]) bool { return a.due.Before(b.due) },
 			idx:  func(r *request[Obj]) *int { return &r.dueIdx },
@@ -271,7 +276,7 @@ func (w *work[Obj]) forget(r *request[Obj]) {
 
 // markReady lets a queued request be dispatched once its key is free.
 func (w *work[Obj]) markReady(r *request[Obj]) {
-	if r.state == stQueued && r.running == 0 {
+	if w.dispatch && r.state == stQueued && r.running == 0 {
 		r.gen++
 		w.ready = append(w.ready, readyEntry[Obj]{r, r.gen})
 	}
@@ -350,62 +355,4 @@ func (w *work[Obj]) settle(r *request[Obj]) {
 	r.state = stGone
 	w.forget(r)
 	w.dirty = true
-}
-
-// retry schedules r's next attempt at due. A deferral (RetryAfter(d, nil))
-// is not a failure: the status stays as it is.
-func (w *work[Obj]) retry(r *request[Obj], due time.Time, deferred bool, errMsg string, now time.Time) {
-	w.leave(r)
-	r.due, r.deferred = due, deferred
-	w.enterKeepingSince(r, stRetrying, errMsg, now)
-}
-
-// hold gives up on r until its object changes: it stays failing.
-func (w *work[Obj]) hold(r *request[Obj], errMsg string, blocked bool, now time.Time) {
-	w.leave(r)
-	r.blocked = blocked
-	w.enterKeepingSince(r, stHeld, errMsg, now)
-}
-
-// enterKeepingSince enters s; a failure keeps the time it began.
-func (w *work[Obj]) enterKeepingSince(r *request[Obj], s reqState, errMsg string, now time.Time) {
-	since := now
-	if errMsg != "" && !r.errAt.IsZero() {
-		since = r.errAt
-	}
-	w.enter(r, s, errMsg, since)
-}
-
-// setExpect records that the table now holds st as this reconciler's
-// status of r's object.
-func (w *work[Obj]) setExpect(r *request[Obj], st Status) {
-	w.count(r, -1)
-	r.expect = st
-	w.count(r, +1)
-	w.dirty = true
-}
-
-// requeue puts a due retry back into the queue.
-func (w *work[Obj]) requeue(r *request[Obj], now time.Time) {
-	errMsg, since := r.err, r.errAt
-	w.leave(r)
-	r.pickedAt = now
-	w.enter(r, stQueued, errMsg, since)
-	w.markReady(r)
-}
-
-// popDue returns the earliest retry if it is due at now.
-func (w *work[Obj]) popDue(now time.Time) (*request[Obj], bool) {
-	if len(w.byDue.items) == 0 || w.byDue.items[0].due.After(now) {
-		return nil, false
-	}
-	return w.byDue.items[0], true
-}
-
-// nextDue is when the earliest retry is due.
-func (w *work[Obj]) nextDue() (time.Time, bool) {
-	if len(w.byDue.items) == 0 {
-		return time.Time{}, false
-	}
-	return w.byDue.items[0].due, true
 }

@@ -33,7 +33,11 @@ type opEntry[Obj any] struct {
 
 // task is one unit of work for a worker: one object, a batch, or a prune.
 type task[Obj any] struct {
-	op      Op
+	op Op
+	// one is the entry of a single object's task; entries those of a
+	// batch. Tasks are values in the executor's reused queue, so a single
+	// object's task allocates nothing.
+	one     opEntry[Obj]
 	entries []opEntry[Obj]
 	txn     statedb.ReadTxn
 	attempt uint64 // a prune's attempt id
@@ -170,8 +174,11 @@ func (e *executor[Obj]) overrun(ctx context.Context, t *task[Obj]) bool {
 		return false // stopping, not overrunning
 	}
 	overdue := make([]result[Obj], 0, max(len(t.entries), 1))
-	if t.op == OpPrune {
+	switch t.op {
+	case OpPrune:
 		overdue = append(overdue, result[Obj]{op: t.op, attempt: t.attempt, overdue: true})
+	case OpUpdate, OpDelete:
+		overdue = append(overdue, result[Obj]{op: t.op, key: t.one.key, attempt: t.one.attempt, rev: t.one.rev, overdue: true})
 	}
 	for _, en := range t.entries {
 		overdue = append(overdue, result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev, overdue: true})

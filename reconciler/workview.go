@@ -6,34 +6,43 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// What the outstanding work says, for the reports: the waits' watermarks
-// and the longest wait. Each walks the active requests only.
+// What the outstanding work says, for the reports: the waits' watermarks,
+// the longest wait and the oldest request, in one walk of the active
+// requests (about a round's worth) and a look at the retry heaps' heads.
 
-// progress derives the waits' watermarks: every change up to reconciled
-// has been attempted, and retryLow is the lowest revision of a change not
-// settled yet (reconciled+1 when none). readTo is the last revision read
-// from the change iterator.
-func (w *work[Obj]) progress(readTo statedb.Revision) (reconciled, retryLow statedb.Revision) {
-	reconciled, retryLow = readTo, ^statedb.Revision(0)
-	for _, r := range w.active {
-		if !r.tried {
-			reconciled = min(reconciled, r.askedAt-1)
-		}
-		retryLow = min(retryLow, r.askedAt)
-	}
-	if len(w.byAsk.items) > 0 {
-		retryLow = min(retryLow, w.byAsk.items[0].askedAt)
-	}
-	return reconciled, min(retryLow, reconciled+1)
+// workView is one report's reading of the outstanding work.
+type workView[Obj any] struct {
+	// Every change up to reconciled has been attempted; retryLow is the
+	// lowest revision of a change not settled yet (reconciled+1 when
+	// none).
+	reconciled, retryLow statedb.Revision
+	// oldestPicked is when the longest-waiting active request was queued.
+	oldestPicked time.Time
+	// oldest is the unsettled request with the lowest revision (nil: none).
+	oldest *request[Obj]
 }
 
-// oldestPicked is when the longest-waiting active request was queued.
-func (w *work[Obj]) oldestPicked(now time.Time) time.Time {
-	oldest := now
+// view reads the work as of now; readTo is the last revision read from
+// the change iterator.
+func (w *work[Obj]) view(readTo statedb.Revision, now time.Time) workView[Obj] {
+	v := workView[Obj]{reconciled: readTo, retryLow: ^statedb.Revision(0), oldestPicked: now}
 	for _, r := range w.active {
-		if r.pickedAt.Before(oldest) {
-			oldest = r.pickedAt
+		if !r.tried {
+			v.reconciled = min(v.reconciled, r.askedAt-1)
+		}
+		if v.oldest == nil || r.askedAt < v.oldest.askedAt {
+			v.oldest = r
+		}
+		if r.pickedAt.Before(v.oldestPicked) {
+			v.oldestPicked = r.pickedAt
 		}
 	}
-	return oldest
+	if items := w.byAsk.items; len(items) > 0 && (v.oldest == nil || items[0].askedAt < v.oldest.askedAt) {
+		v.oldest = items[0]
+	}
+	if v.oldest != nil {
+		v.retryLow = v.oldest.askedAt
+	}
+	v.retryLow = min(v.retryLow, v.reconciled+1)
+	return v
 }
