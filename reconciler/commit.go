@@ -99,6 +99,9 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	}
 	l.reportRealized(realized)
 	l.realized = realized[:0]
+	if len(l.full.repair) > 0 {
+		l.repairTouched(now)
+	}
 	if n := len(verdicts); n > 0 {
 		d := time.Since(oldest)
 		l.metrics.Round(n, d)

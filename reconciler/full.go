@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -22,8 +23,12 @@ type fullState[Obj any] struct {
 	postponed bool
 	// touched holds the keys whose Update started while an abandoned
 	// prune still ran: its snapshot predates them, so it may remove what
-	// they applied. They are refreshed once it returns.
+	// they applied. Once it returns they move to repair, and each is
+	// applied again (marked Refreshing) once its attempt has settled
+	// Done: an attempt still running then may have applied before the
+	// prune removed it.
 	touched map[string]Obj
+	repair  map[string]Obj
 }
 
 // abandoned reports whether a prune past its timeout still runs.
@@ -95,7 +100,14 @@ func (l *loop[Obj]) overdueRunning() int {
 func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 	if !res.overdue {
 		if l.full.abandoned() {
-			l.repairTouched(now)
+			// Repaired after this commit's writes (commit calls
+			// repairTouched): a result in it may be one of them.
+			if l.full.repair == nil {
+				l.full.repair = l.full.touched
+			} else {
+				maps.Copy(l.full.repair, l.full.touched)
+			}
+			l.full.touched = nil
 		}
 		l.full.running = false
 	}
@@ -129,17 +141,22 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 	}
 }
 
-// repairTouched marks Refreshing the objects Done since an abandoned
-// prune began, so Update applies again what it may have removed.
+// repairTouched marks Refreshing the objects an abandoned prune may have
+// removed (fullState.repair) once they are Done, so that Update applies
+// them again. One whose attempt still runs waits for its result; one that
+// is gone, failed or queued again is reconciled after the prune anyway.
 func (l *loop[Obj]) repairTouched(now time.Time) {
-	if len(l.full.touched) == 0 {
-		return
-	}
 	wtxn := l.db.WriteTxn(l.cfg.Table)
-	for _, old := range l.full.touched {
+	for key, old := range l.full.repair {
 		obj, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(old))
+		if found && l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
+			if r := l.work.byKey[key]; r != nil && r.running != 0 {
+				continue // may have applied before the prune removed it
+			}
+		}
+		delete(l.full.repair, key)
 		if !found || l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
-			continue // gone, or outstanding: it is reconciled again anyway
+			continue
 		}
 		clone, err := l.clone(obj)
 		if err != nil {
@@ -149,7 +166,6 @@ func (l *loop[Obj]) repairTouched(now time.Time) {
 		l.cfg.Table.CompareAndSwap(wtxn, rev, obj)
 	}
 	wtxn.Commit()
-	l.full.touched = nil
 }
 
 // settleFailedDeletes forgets the failed deletes after a successful prune:

@@ -41,13 +41,21 @@ func signal(ch chan struct{}) {
 
 // emit adds ev for the given session. It blocks while the buffer is full
 // and ev's key is not already pending, and fails with ErrStaleWatch once
-// the session is over, or with ctx's error.
+// the session is over, or with ctx's error once ctx (the watch's) has
+// ended.
 func (b *buffer[Item]) emit(ctx context.Context, session uint64, ev Event[Item]) error {
 	b.mu.Lock()
 	for {
 		if b.session != session {
 			b.mu.Unlock()
 			return ErrStaleWatch
+		}
+		// A watch whose context has ended is over even if its session is
+		// not yet: a goroutine of the watcher woken by the cancellation
+		// must not slip its events in before the session ends.
+		if err := ctx.Err(); err != nil {
+			b.mu.Unlock()
+			return err
 		}
 		if ev.Resume != "" {
 			b.resume = ev.Resume

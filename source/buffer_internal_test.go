@@ -70,3 +70,21 @@ func TestBufferReleasesBlockedEmitter(t *testing.T) {
 		}
 	})
 }
+
+// An emit whose watch context has already ended is refused, even while
+// its session is still the current one: a watcher goroutine woken by the
+// cancellation must not get its events (or its resume point) accepted in
+// the moment before the source ends the session.
+func TestBufferRefusesEmitAfterContextEnds(t *testing.T) {
+	b := newBuffer[int](4)
+	s := b.newSession(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := b.emit(ctx, s, Event[int]{Kind: Upsert, Key: "a", Item: 1, Resume: "7"})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("emit after the watch context ended returned %v, want context.Canceled", err)
+	}
+	if resume, n, _ := b.state(); n != 0 || resume != "" {
+		t.Fatalf("refused emit left %d pending and resume %q", n, resume)
+	}
+}

@@ -230,9 +230,12 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time,
 	s.status.update(func(st *StatusSnapshot) { st.State = "watching" })
 	up := time.NewTimer(watchUp)
 	defer up.Stop()
+	// stop ends the session before it cancels the watch, so that whatever
+	// the cancellation wakes in the watcher finds the session over
+	// (ErrStaleWatch) and cannot slip an event in.
 	stop := func() error {
-		cancel()
 		s.buf.newSession(false)
+		cancel()
 		return <-done
 	}
 	for {
