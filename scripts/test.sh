@@ -93,10 +93,12 @@ PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
 # Most of its tests run a real etcd: the embedded server of
 # go.etcd.io/etcd/server/v3/embed, in-process on 127.0.0.1, so nothing is
 # installed. The replicas' multi-process fault tests (etcd/shard/e2e_*_test.go)
-# build an etcd server and a replica binary with go build, run them in
-# network namespaces of their own (ip, as root) and cut one off with nft
-# (installed by the nftables block above); without those they skip, and
-# fail under CI=true. The module's tests take about 2.5 minutes on 2 cores.
+# and the fleet example's end-to-end test (etcd/example/fleet) build an etcd
+# server and the fleet controller with go build, run them in network
+# namespaces of their own (ip, as root) and cut one off with nft (installed
+# by the nftables block above); without those they skip, and fail under
+# CI=true. The module's tests take about 3.5 minutes on 2 cores, two of them
+# the chaos test (CONVERGE_CHAOS=30s or =10m runs it shorter or longer).
 for mod in etcd; do
 	echo "== $mod: go vet"
 	(cd "$mod" && go vet ./...)

@@ -18,10 +18,11 @@
 // # Fencing
 //
 // A term's fencing token (fencing.Token) is the election key, its create
-// revision and the lease ID. Acquire, and the Operations wrapper for an
-// engine without Config.Ownership, give each operation a context that
-// carries it; an etcd target checks it in the same write with
-// fencing.Do(ctx, cli, ops...), a SQL target as package fencing describes.
+// revision and the lease ID. Acquire (the reconciler calls it when its
+// Config.Ownership is the Elector), and the Operations wrapper otherwise,
+// give each operation a context that carries it; an etcd target checks it
+// in the same write with fencing.Do(ctx, cli, ops...), a SQL target as
+// package fencing describes.
 //
 // # Losing leadership
 //

@@ -14,6 +14,7 @@ import (
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
+	"github.com/converge-go/converge/reconciler"
 )
 
 // Elector campaigns for leadership of one election and, while it leads,
@@ -41,7 +42,7 @@ type Governed interface {
 	Resume()
 }
 
-var _ ownership.Ownership = (*Elector)(nil)
+var _ reconciler.Ownership = (*Elector)(nil)
 
 // New validates cfg and returns an elector that is not campaigning yet.
 // It fails with an error wrapping ErrInvalidConfig that names the field.

@@ -12,8 +12,9 @@ import (
 // Operations wraps ops so that each call runs under the elector: it starts
 // only while leading, with a context that carries the term's fencing token
 // and is cancelled when the term ends. It is how leader-only reconciliation
-// works with an engine that has no Config.Ownership: Govern suspends the
-// reconciler, and this cancels what was in flight.
+// works for a reconciler whose Config.Ownership is not set (prefer setting
+// it to the Elector): Govern suspends the reconciler, and this cancels what
+// was in flight.
 //
 // A call made after the term ended fails with ErrNotLeader wrapped in
 // reconciler.RetryAfter(RetryInterval): the engine keeps the object as

@@ -38,6 +38,10 @@
 // release after, and re-reads its keys when Changed fires, reconciling the
 // newly owned ones at once whatever their status.
 //
+// etcd/example/fleet is a complete program: a fleet controller whose
+// replicas shard instance groups this way, with an etcd target that checks
+// the token in every write.
+//
 // Whole-set reconcilers (SyncOperations, Prune) cannot shard: one Sync
 // covers every key. Owns(nil) is always false here; run them under package
 // leader instead.

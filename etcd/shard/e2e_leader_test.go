@@ -3,19 +3,21 @@ package shard
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/converge-go/converge/etcd/leader"
 )
 
 // The process-level tests of leader-only replicas (package leader) share
-// this package's process harness: the same replica program, with
-// -leader-only, owns every key while it leads.
+// this package's process harness: the same fleet controller, with
+// -leader-only, applies every group while it leads.
 
 // leaderSettled reports what is still wrong for: the election led by one
-// of live, and every key written by it under its term's token.
+// of live, and every group applied at its desired size by the leader
+// under its term's token.
 func (f *fleet) leaderSettled(t testing.TB, live []string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
@@ -36,9 +38,12 @@ func (f *fleet) leaderSettled(t testing.TB, live []string) string {
 	}
 	s := f.read(t)
 	for i := range e2eKeys {
-		key := "group-" + strconv.Itoa(i)
+		key := groupKey(i)
 		if want := fmt.Sprintf("%s@%d", name, rev); s.target[key] != want {
-			return fmt.Sprintf("%s last written as %q, want %q", key, s.target[key], want)
+			return fmt.Sprintf("%s last applied under %q, want %q", key, s.target[key], want)
+		}
+		if s.sizes[key] != s.desired[key] {
+			return fmt.Sprintf("%s applied at size %d, desired %d", key, s.sizes[key], s.desired[key])
 		}
 	}
 	return ""
@@ -46,34 +51,44 @@ func (f *fleet) leaderSettled(t testing.TB, live []string) string {
 
 func (f *fleet) waitLeaderSettled(t *testing.T, live []string, bound time.Duration) (string, time.Duration) {
 	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	wch := f.cli.Watch(ctx, "/fleet/", clientv3.WithPrefix())
-	for {
-		msg := f.leaderSettled(t, live)
-		if msg == "" {
-			resp, err := f.cli.Get(context.Background(), "/fleet/leader/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
-			if err != nil || len(resp.Kvs) == 0 {
-				t.Fatalf("leader vanished: %v", err)
-			}
-			return string(resp.Kvs[0].Value), time.Since(start)
-		}
-		select {
-		case <-wch:
-		case <-ctx.Done():
-			t.Fatalf("leader-only fleet not settled within %v: %s", bound, msg)
-		}
+	took := f.waitFor(t, bound, func(state) string { return f.leaderSettled(t, live) })
+	resp, err := f.cli.Get(context.Background(), "/fleet/leader/", append(clientv3.WithFirstCreate(), clientv3.WithPrefix())...)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("leader vanished: %v", err)
 	}
+	return string(resp.Kvs[0].Value), took
 }
 
-// Leader-only replicas as processes: the leader is killed with SIGKILL and
-// the standby leads and has rewritten every key under its own term within
-// TTL + 2 s; then the new leader stops cleanly and the restarted old one
-// takes over within 2 s, not a TTL. No operation overlapped.
+// firstWriteBy returns a channel that receives when replica's first write
+// after revision rev was sent (by the time it carries).
+func (f *fleet) firstWriteBy(t *testing.T, replica string, rev int64) <-chan time.Time {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	wch := f.cli.Watch(ctx, "/fleet/target/", clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	first := make(chan time.Time, 1)
+	go func() {
+		for wr := range wch {
+			for _, ev := range wr.Events {
+				if a := parseApplied(ev.Kv.Value); a.Replica == replica {
+					first <- time.Unix(0, a.At)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return first
+}
+
+// Leader-only replicas as processes. The leader is killed with SIGKILL:
+// the standby leads and has applied every group under its own term within
+// TTL + 2 s. Then the new leader stops cleanly: the restarted old one
+// makes its first write within one retry interval (it resigned: nobody
+// waits for a TTL) and has applied every group within 2 s. No operation
+// overlapped.
 func TestE2ELeaderOnlyKilledThenStopped(t *testing.T) {
 	f := startFleet(t, 1)
-	flags := []string{"-leader-only", "-refresh", "100ms", "-op", "20ms"}
+	flags := []string{"-leader-only", "-call-time", "20ms"}
 	for _, name := range []string{"r1", "r2"} {
 		f.start(t, name, flags...)
 	}
@@ -82,13 +97,22 @@ func TestE2ELeaderOnlyKilledThenStopped(t *testing.T) {
 
 	f.replicas[first].Kill()
 	_, took := f.waitLeaderSettled(t, []string{second}, e2eTTL+2*time.Second)
-	t.Logf("leader %s SIGKILLed: %s leads and rewrote every key after %v (TTL %v)", first, second, took, e2eTTL)
+	t.Logf("leader %s SIGKILLed: %s leads and applied every group after %v (TTL %v)", first, second, took, e2eTTL)
 
 	f.start(t, first, flags...)
+	// The restarted replica is a warm standby once its table is fed.
+	f.replicas[first].WaitLine("table ready", within)
+	wrote := f.firstWriteBy(t, first, f.read(t).rev)
 	start := time.Now()
 	f.replicas[second].Stop()
 	f.waitLeaderSettled(t, []string{first}, 2*time.Second-time.Since(start))
-	t.Logf("leader %s stopped cleanly: %s leads and rewrote every key after %v", second, first, time.Since(start))
+	t.Logf("leader %s stopped cleanly: %s leads and applied every group after %v", second, first, time.Since(start))
+	at := <-wrote
+	if d := at.Sub(start); d > leader.DefaultRetryInterval {
+		t.Fatalf("first write of the new leader %v after the clean stop, more than one retry interval (%v)", d, leader.DefaultRetryInterval)
+	} else {
+		t.Logf("first write of the new leader %v after the clean stop", d)
+	}
 	if s := f.read(t); len(s.overlaps) > 0 {
 		t.Fatalf("overlapping operations recorded at the target: %v", s.overlaps)
 	}

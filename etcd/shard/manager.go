@@ -9,6 +9,7 @@ import (
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/ownership"
+	"github.com/converge-go/converge/reconciler"
 )
 
 // Manager claims this replica's share of the group's slots in etcd and
@@ -32,7 +33,7 @@ type Manager struct {
 	members []string // live members, sorted, as last seen
 }
 
-var _ ownership.Ownership = (*Manager)(nil)
+var _ reconciler.Ownership = (*Manager)(nil)
 
 // New validates cfg and returns a manager that owns nothing until Run.
 // It fails with an error wrapping ErrInvalidConfig that names the field.

@@ -8,15 +8,33 @@
 // in doubt when none has arrived for TTL minus a safety margin: a response
 // received at time r means the server renewed the lease at most a round trip
 // before r, so the lease cannot expire before r + TTL - round trip.
+//
+// The client's keepalive stream runs on one connection to one member. When
+// that member stops answering without closing the connection (a
+// partition), nothing notices for a long time: gRPC will not send its own
+// pings more often than every 10 s. So when a renewal is overdue, Session
+// also probes: a single keepalive (KeepAliveOnce, a new stream, which the
+// client's round robin sends to the next member) every probeEvery, and a
+// probe's answer renews the lease as a stream's would.
 package lease
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// probeEvery is the pause between two probes once a renewal is overdue, and
+// probeTimeout bounds each: a probe that lands on the silent member waits
+// out its timeout while the next ones try other members.
+const (
+	probeEvery   = 250 * time.Millisecond
+	probeTimeout = time.Second
 )
 
 // Session is a concurrency.Session with a sure lower bound on when its
@@ -84,23 +102,40 @@ func (s *Session) Deadline() time.Time {
 }
 
 func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveResponse) {
+	var probes sync.WaitGroup
 	defer close(s.done)
-	defer close(s.lost)
+	defer probes.Wait()
+	defer close(s.lost) // first: in doubt at once, whatever probes still run
 	timer := time.NewTimer(time.Until(s.Deadline()))
 	defer timer.Stop()
+	// The client renews every TTL/3; a renewal is overdue half a second
+	// after that.
+	overdue := s.ttl/3 + 500*time.Millisecond
+	probe := time.NewTimer(overdue)
+	defer probe.Stop()
+	probed := make(chan renewal, 1)
 	for {
+		var r renewal
 		select {
 		case resp, ok := <-ka:
 			if !ok || resp == nil || resp.TTL <= 0 {
 				return
 			}
-			// Renewed for resp.TTL seconds at the server, at most a
-			// round trip ago.
-			d := time.Now().Add(time.Duration(resp.TTL)*time.Second - s.margin)
-			s.mu.Lock()
-			s.deadline = d
-			s.mu.Unlock()
-			timer.Reset(time.Until(d))
+			// Renewed at the server at most a round trip ago: the
+			// margin covers that.
+			r = renewal{ttl: resp.TTL, at: time.Now()}
+		case r = <-probed:
+			if r.ttl <= 0 {
+				return // the lease is gone at the server
+			}
+		case <-probe.C:
+			probes.Add(1)
+			go func() {
+				defer probes.Done()
+				s.probe(ctx, probed)
+			}()
+			probe.Reset(probeEvery)
+			continue
 		case <-timer.C:
 			return
 		case <-s.Session.Done():
@@ -108,6 +143,48 @@ func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 		case <-ctx.Done():
 			return
 		}
+		s.extend(r.at.Add(time.Duration(r.ttl)*time.Second - s.margin))
+		timer.Reset(time.Until(s.Deadline()))
+		probe.Reset(overdue)
+	}
+}
+
+// extend moves the deadline to d, never back: a probe's answer can come
+// after a newer renewal's.
+func (s *Session) extend(d time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d.After(s.deadline) {
+		s.deadline = d
+	}
+}
+
+// renewal is a renewal of the lease for ttl seconds that the server made
+// no earlier than at; ttl 0: the lease is gone.
+type renewal struct {
+	ttl int64
+	at  time.Time
+}
+
+// probe sends one keepalive of the lease and reports the renewal on
+// probed, unless another report is waiting there or the probe failed. The
+// renewal counts from when the probe was sent: its round trip may be
+// longer than the margin.
+func (s *Session) probe(ctx context.Context, probed chan<- renewal) {
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	r := renewal{at: time.Now()}
+	resp, err := s.Client().KeepAliveOnce(pctx, s.Lease())
+	switch {
+	case err == nil:
+		r.ttl = resp.TTL
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+	default:
+		return
+	}
+	select {
+	case probed <- r:
+	default:
 	}
 }
 

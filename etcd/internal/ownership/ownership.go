@@ -1,8 +1,7 @@
-// Package ownership holds what the leader and shard packages share: the
-// Ownership interface of the engine (declared here until reconciler.Config
-// carries it; interfaces are structural, so the types that satisfy this one
-// satisfy the engine's), a notifier for Changed, and the derivation of an
-// operation's context from the claim it runs under.
+// Package ownership holds what the leader and shard packages share in
+// implementing the engine's reconciler.Ownership: a notifier for Changed,
+// and the derivation of an operation's context from the claim it runs
+// under.
 package ownership
 
 import (
@@ -11,19 +10,6 @@ import (
 
 	"github.com/converge-go/converge/etcd/fencing"
 )
-
-// Ownership limits a reconciler to the keys this replica owns.
-type Ownership interface {
-	// Owns reports whether this replica owns the object with primary key
-	// key now. key == nil asks about the whole set.
-	Owns(key []byte) bool
-	// Acquire is called right before an operation on key starts; see the
-	// implementations for the contract.
-	Acquire(ctx context.Context, key []byte) (opCtx context.Context, release func(), ok bool)
-	// Changed returns a channel that is closed at the next change of the
-	// owned set.
-	Changed() <-chan struct{}
-}
 
 // Notifier hands out a channel that is closed at the next Notify.
 // The zero value is ready to use.

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/converge-go/converge/etcd/shard"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// registerServer serves, when options.httpAddr is set:
+//
+//	GET /view    the cluster-wide view (shard.ViewHandler): 200 when the
+//	             whole desired set is Done, 503 otherwise
+//	GET /status  this replica's reconciler status (reconciler.StatusSnapshot)
+func registerServer(lc cell.Lifecycle, cli *clientv3.Client, o options, rep *reporter) {
+	if o.httpAddr == "" {
+		return
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /view", viewHandler(cli, o))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		p := rep.rec.Load()
+		if p == nil {
+			http.Error(w, "not started", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode((*p).Status())
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	lc.Append(cell.Hook{
+		OnStart: func(cell.HookContext) error {
+			l, err := net.Listen("tcp", o.httpAddr)
+			if err != nil {
+				return fmt.Errorf("http: %w", err)
+			}
+			go func() { _ = srv.Serve(l) }()
+			return nil
+		},
+		OnStop: func(ctx cell.HookContext) error { return srv.Shutdown(ctx) },
+	})
+}
+
+// viewHandler is shard.ViewHandler for a sharded fleet, and the leader's
+// view (leaderView) for a leader-only one.
+func viewHandler(cli *clientv3.Client, o options) http.Handler {
+	if !o.leaderOnly {
+		return shard.ViewHandler(cli, o.prefix+"/shards")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := readLeaderView(r.Context(), cli, o.prefix)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !v.Done {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	})
+}
+
+// printView prints the view of the fleet at o.prefix to w and reports
+// whether the whole desired set is Done.
+func printView(ctx context.Context, w io.Writer, cli *clientv3.Client, o options, asJSON bool) (bool, error) {
+	if o.leaderOnly {
+		v, err := readLeaderView(ctx, cli, o.prefix)
+		if err != nil {
+			return false, err
+		}
+		if asJSON {
+			return v.Done, json.NewEncoder(w).Encode(v)
+		}
+		fmt.Fprintf(w, "leader:  %s\n", orNone(v.Leader))
+		printCounts(w, v.Summary.Report)
+		fmt.Fprintf(w, "done:    %v\n", v.Done)
+		return v.Done, nil
+	}
+	v, err := shard.ReadView(ctx, cli, o.prefix+"/shards")
+	if err != nil {
+		return false, err
+	}
+	if asJSON {
+		return v.Done, json.NewEncoder(w).Encode(v)
+	}
+	fmt.Fprintf(w, "slots:   %d claimed of %d", v.Claimed, v.Slots)
+	if len(v.Unowned) > 0 || len(v.Moving) > 0 {
+		fmt.Fprintf(w, " (unowned %v, moving %v)", v.Unowned, v.Moving)
+	}
+	fmt.Fprintln(w)
+	for _, s := range v.Replicas {
+		fmt.Fprintf(w, "replica: %-12s %3d slots  ", s.Name, len(s.Slots))
+		printCounts(w, s.Report)
+	}
+	fmt.Fprintf(w, "total:   %s\n", counts(v.Objects))
+	fmt.Fprintf(w, "done:    %v\n", v.Done)
+	return v.Done, nil
+}
+
+func printCounts(w io.Writer, r shard.Report) {
+	fmt.Fprintf(w, "%s, %d in flight, %d retries\n", counts(r.Objects), r.InFlight, r.Retries)
+}
+
+func counts(c reconciler.ObjectCounts) string {
+	return fmt.Sprintf("%d done, %d pending, %d refreshing, %d error", c.Done, c.Pending, c.Refreshing, c.Error)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
