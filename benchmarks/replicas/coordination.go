@@ -17,11 +17,12 @@ import (
 // per second of three replicas at steady state, for each object count.
 // The replicas are real reconcilers (Concurrency 16, an instant target)
 // that first reconcile every object; then, during the window, a churn of
-// o.coordChurn changes a second keeps their counts changing, so each
-// replica republishes its summary at every SummaryInterval. The target
-// writes nothing to etcd: every write counted is coordination (member
-// keys, claims, summaries). Lease keepalives are not writes; they are
-// counted apart, as are raft proposals (writes, lease grants and revokes).
+// o.coordChurn objects a second added and removed keeps every replica's
+// counts changing, so each republishes its summary at every
+// SummaryInterval: the most writes the design makes. The target writes
+// nothing to etcd: every write counted is coordination (member keys,
+// claims, summaries). Lease keepalives are not writes; they are counted
+// apart, as are raft proposals (writes, lease grants and revokes).
 func coordination(o options, cli *clientv3.Client, srv *etcdServer, log io.Writer) ([]row, error) {
 	var rows []row
 	// Summaries are republished on a timer, at most once per
@@ -35,14 +36,17 @@ func coordination(o options, cli *clientv3.Client, srv *etcdServer, log io.Write
 		if err != nil {
 			return nil, err
 		}
-		detail := fmt.Sprintf("3 replicas, SummaryInterval %v; %.1f raft proposals/s, %.1f lease keepalives/s",
-			o.coordSummary, r.proposals, r.keepalives)
+		detail := fmt.Sprintf("3 replicas, SummaryInterval %v, %d objects/s added and removed; %.1f raft proposals/s, %.1f lease keepalives/s; summaries of %d bytes",
+			o.coordSummary, o.coordChurn, r.proposals, r.keepalives, r.summaryBytes)
 		rows = append(rows, atMost(fmt.Sprintf("coordination/%s-objects", short(objects)), r.writes, "writes/s", limit, detail))
 	}
 	return rows, nil
 }
 
-type coordRun struct{ writes, proposals, keepalives float64 }
+type coordRun struct {
+	writes, proposals, keepalives float64
+	summaryBytes                  int // the largest summary
+}
 
 func coordinationOnce(o options, cli *clientv3.Client, srv *etcdServer, objects, n int, log io.Writer) (coordRun, error) {
 	const patience = 5 * time.Minute
@@ -92,6 +96,9 @@ func coordinationOnce(o options, cli *clientv3.Client, srv *etcdServer, objects,
 	p1, k1 := etcdCounter("etcd_server_proposals_committed_total"), etcdCounter("etcd_debugging_lease_renewed_total")
 	secs := time.Since(t0).Seconds()
 	r := coordRun{writes: float64(rev1-rev0) / secs, proposals: (p1 - p0) / secs, keepalives: (k1 - k0) / secs}
+	if r.summaryBytes, err = summarySize(cli, f.prefix); err != nil {
+		return coordRun{}, err
+	}
 	fmt.Fprintf(log, "coordination %s objects: %.2f writes/s over %v\n", short(objects), r.writes, o.coordWindow)
 	return r, f.stopAll()
 }

@@ -41,14 +41,24 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 	f.startChurn(o.handoverChurn)
 
 	var joins, leaves []time.Duration
+	var joinWrites, leaveWrites []int64
 	for i := range o.handoverCycles {
 		_, seen := g.claimsSince(0)
+		rev0, err := revisionOf(cli)
+		if err != nil {
+			return nil, err
+		}
 		if err := f.add("d"); err != nil {
 			return nil, err
 		}
 		if err := g.waitFor(patience, g.balanced("a", "b", "c", "d")); err != nil {
 			return nil, fmt.Errorf("join %d: %w", i+1, err)
 		}
+		rev1, err := revisionOf(cli)
+		if err != nil {
+			return nil, err
+		}
+		joinWrites = append(joinWrites, rev1-rev0)
 		joined, _ := g.memberSeen("d")
 		evs, seen := g.claimsSince(seen)
 		joins = append(joins, since(evs, joined, func(owner string) bool { return owner == "d" })...)
@@ -60,6 +70,11 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 		if err := g.waitFor(patience, g.balanced(base...)); err != nil {
 			return nil, fmt.Errorf("leave %d: %w", i+1, err)
 		}
+		rev2, err := revisionOf(cli)
+		if err != nil {
+			return nil, err
+		}
+		leaveWrites = append(leaveWrites, rev2-rev1)
 		evs, _ = g.claimsSince(seen)
 		leaves = append(leaves, since(evs, left, func(owner string) bool { return owner != "d" })...)
 		fmt.Fprintf(log, "handover cycle %d/%d: join p99 %v (%d slots), leave p99 %v (%d slots)\n", i+1, o.handoverCycles,
@@ -74,6 +89,10 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 	return []row{
 		atMost("handover/p99", ms(quantile(all, 0.99)), "ms", 1000, detail),
 		{Name: "handover/max", Value: ms(quantile(all, 1)), Unit: "ms"},
+		{Name: "handover/etcd-writes-per-join", Value: mean(joinWrites), Unit: "writes",
+			Detail: fmt.Sprintf("a fourth replica joins %d slots: member key, drains released, claims, summaries", o.slots)},
+		{Name: "handover/etcd-writes-per-stop", Value: mean(leaveWrites), Unit: "writes",
+			Detail: "a replica stops cleanly: one lease revoke, then the others' claims and summaries"},
 	}, nil
 }
 

@@ -4,7 +4,7 @@
 // writes. It runs its own etcd (embedded, on 127.0.0.1) and prints a table.
 //
 //	cd benchmarks/replicas && go run .              # every row, about 3 minutes on 2 cores
-//	go run . -only failover                          # rows by regexp: failover, handover, scale-out, coordination
+//	go run . -only failover                          # rows by regexp: failover, handover, scale-out, coordination, limits
 //	go run . -quick                                  # every size shrunk, under a minute
 //	go run . -json
 //
@@ -61,13 +61,15 @@ type options struct {
 	coordWindow  time.Duration
 	coordSummary time.Duration
 	coordChurn   int
+
+	limitsMax int // the most slots × members the limits rows compute
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("replicas", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := options{}
-	only := fs.String("only", "", "run only the rows whose name matches this `regexp` (failover, handover, scale-out, coordination)")
+	only := fs.String("only", "", "run only the rows whose name matches this `regexp` (failover, handover, scale-out, coordination, limits)")
 	quick := fs.Bool("quick", false, "shrink every size not given explicitly, for a run under a minute")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per row instead of the table")
 	fs.IntVar(&o.slots, "slots", 256, "slots of every shard group (shard.DefaultSlots)")
@@ -87,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.coordWindow, "coordination-window", 10*time.Second, "coordination: the measured window")
 	fs.DurationVar(&o.coordSummary, "coordination-summary", time.Second, "coordination: shard.Config.SummaryInterval (default 10s in shard)")
 	fs.IntVar(&o.coordChurn, "coordination-churn", 100, "coordination: changes per second during the window")
+	fs.IntVar(&o.limitsMax, "limits-max", 100_000_000, "limits: skip the assignments of more slots × members than this")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -125,6 +128,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 var quickSizes = map[string]string{
 	"failover-runs": "1", "failover-objects": "500", "handover-cycles": "2", "handover-objects": "2000",
 	"scale-objects": "15000", "scale-warmup": "500ms", "coordination-window": "3s",
+	"limits-max": "500000",
 }
 
 func (o options) validate() error {
@@ -132,7 +136,7 @@ func (o options) validate() error {
 		"slots": o.slots, "concurrency": o.concurrency, "failover-runs": o.failoverRuns,
 		"failover-objects": o.failoverObjects, "handover-cycles": o.handoverCycles,
 		"handover-objects": o.handoverObjects, "handover-churn": o.handoverChurn,
-		"scale-objects": o.scaleObjects, "coordination-churn": o.coordChurn,
+		"scale-objects": o.scaleObjects, "coordination-churn": o.coordChurn, "limits-max": o.limitsMax,
 	} {
 		if n < 1 {
 			return fmt.Errorf("-%s must be at least 1", name)
@@ -193,6 +197,7 @@ func runRows(o options, log io.Writer) ([]row, error) {
 		{"handover", func() ([]row, error) { return handover(o, cli, log) }},
 		{"scale-out", func() ([]row, error) { return scaleOut(o, cli, log) }},
 		{"coordination", func() ([]row, error) { return coordination(o, cli, srv, log) }},
+		{"limits", func() ([]row, error) { return limits(o, log), nil }},
 	}
 	var rows []row
 	for _, s := range steps {

@@ -29,6 +29,7 @@ func TestSmoke(t *testing.T) {
 		"-handover-cycles", "1", "-handover-objects", "200", "-handover-churn", "200",
 		"-scale-objects", "2000", "-scale-warmup", "200ms",
 		"-coordination-objects", "100,1000", "-coordination-window", "1s", "-coordination-summary", "500ms",
+		"-limits-max", "1000",
 	}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, stderr.String())
@@ -46,6 +47,7 @@ func TestSmoke(t *testing.T) {
 		"handover/p99", "handover/max",
 		"scale-out/3-vs-1", "scale-out/1-replica", "scale-out/3-replicas", "scale-out/bulk-3-vs-1",
 		"coordination/100-objects", "coordination/1k-objects",
+		"handover/etcd-writes-per-join", "handover/etcd-writes-per-stop", "limits/assign-256-slots-3-members",
 	} {
 		r, ok := got[name]
 		switch {
