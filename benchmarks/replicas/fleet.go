@@ -61,17 +61,26 @@ func (f *fleet) add(name string) error {
 	return nil
 }
 
+// stopped is what a clean stop saw: the operations acquired and not
+// released when it began, and those still not released once it returned
+// (the reconciler never released them; the slot's drain waited for them
+// until shard.Config.DrainTimeout).
+type stopped struct{ heldBefore, heldAfter int64 }
+
 // remove stops replica name cleanly: it leaves the churn, then its hive
 // stops (the Manager drains its slots and revokes its lease).
-func (f *fleet) remove(name string) error {
+func (f *fleet) remove(name string) (stopped, error) {
 	f.mu.Lock()
 	r := f.replicas[name]
 	delete(f.replicas, name)
 	f.mu.Unlock()
 	if r == nil {
-		return nil
+		return stopped{}, nil
 	}
-	return r.stop()
+	st := stopped{heldBefore: r.held.Load()}
+	err := r.stop()
+	st.heldAfter = r.held.Load()
+	return st, err
 }
 
 // startChurn changes perSecond random objects a second, each in every live
@@ -179,7 +188,8 @@ func (f *fleet) stopAll() error {
 	f.mu.Unlock()
 	var errs []error
 	for _, name := range names {
-		errs = append(errs, f.remove(name))
+		_, err := f.remove(name)
+		errs = append(errs, err)
 	}
 	errs = append(errs, f.target.check())
 	return errors.Join(errs...)

@@ -42,6 +42,7 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 
 	var joins, leaves []time.Duration
 	var joinWrites, leaveWrites []int64
+	var heldAtStop, neverReleased int64
 	for i := range o.handoverCycles {
 		_, seen := g.claimsSince(0)
 		rev0, err := revisionOf(cli)
@@ -64,9 +65,12 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 		joins = append(joins, since(evs, joined, func(owner string) bool { return owner == "d" })...)
 
 		left := time.Now()
-		if err := f.remove("d"); err != nil {
+		st, err := f.remove("d")
+		if err != nil {
 			return nil, err
 		}
+		heldAtStop += st.heldBefore
+		neverReleased += st.heldAfter
 		if err := g.waitFor(patience, g.balanced(base...)); err != nil {
 			return nil, fmt.Errorf("leave %d: %w", i+1, err)
 		}
@@ -77,8 +81,8 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 		leaveWrites = append(leaveWrites, rev2-rev1)
 		evs, _ = g.claimsSince(seen)
 		leaves = append(leaves, since(evs, left, func(owner string) bool { return owner != "d" })...)
-		fmt.Fprintf(log, "handover cycle %d/%d: join p99 %v (%d slots), leave p99 %v (%d slots)\n", i+1, o.handoverCycles,
-			quantile(joins, 0.99), len(joins), quantile(leaves, 0.99), len(leaves))
+		fmt.Fprintf(log, "handover cycle %d/%d: join p99 %v (%d slots), stop p99 %v (%d slots); at the stop %d operations in flight, %d never released\n",
+			i+1, o.handoverCycles, quantile(joins, 0.99), len(joins), quantile(leaves, 0.99), len(leaves), st.heldBefore, st.heldAfter)
 	}
 	if err := f.stopAll(); err != nil {
 		return nil, err
@@ -86,6 +90,7 @@ func handover(o options, cli *clientv3.Client, log io.Writer) ([]row, error) {
 	all := append(append([]time.Duration{}, joins...), leaves...)
 	detail := fmt.Sprintf("%d slots moved in %d joins and %d clean stops; p50 %.0f ms; join p99 %.0f ms, stop p99 %.0f ms; 0 overlapping operations",
 		len(all), o.handoverCycles, o.handoverCycles, ms(quantile(all, 0.5)), ms(quantile(joins, 0.99)), ms(quantile(leaves, 0.99)))
+	detail += fmt.Sprintf("; operations in flight at the stops %d, never released by the stopped reconciler %d", heldAtStop, neverReleased)
 	return []row{
 		atMost("handover/p99", ms(quantile(all, 0.99)), "ms", 1000, detail),
 		{Name: "handover/max", Value: ms(quantile(all, 1)), Unit: "ms"},

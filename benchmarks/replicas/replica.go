@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/hive"
@@ -75,6 +77,9 @@ type replica struct {
 	table statedb.RWTable[*object]
 	rec   reconciler.Reconciler[*object]
 	mgr   *shard.Manager
+	// held counts the operations the reconciler has acquired and not
+	// yet released: what a slot's drain waits for.
+	held atomic.Int64
 }
 
 func newReplica(cfg replicaConfig) (*replica, error) {
@@ -105,7 +110,7 @@ func newReplica(cfg replicaConfig) (*replica, error) {
 					SetObjectStatus: func(o *object, s reconciler.Status) *object { o.Status = s; return o },
 					CloneObject:     func(o *object) *object { c := *o; return &c },
 					Operations:      cfg.ops,
-					Ownership:       m,
+					Ownership:       &countedOwnership{Manager: m, held: &r.held},
 					Concurrency:     cfg.concurrency,
 					Metrics:         reconciler.NopMetrics{},
 					// Steady state is what is measured: no periodic
@@ -121,6 +126,27 @@ func newReplica(cfg replicaConfig) (*replica, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// countedOwnership is the Manager as the reconciler's Ownership, counting
+// the operations acquired and not yet released.
+type countedOwnership struct {
+	*shard.Manager
+	held *atomic.Int64
+}
+
+// Acquire is the Manager's, with the release counted.
+func (c *countedOwnership) Acquire(ctx context.Context, key []byte) (context.Context, func(), bool) {
+	opCtx, release, ok := c.Manager.Acquire(ctx, key)
+	if !ok {
+		return opCtx, release, ok
+	}
+	c.held.Add(1)
+	var once sync.Once
+	return opCtx, func() {
+		once.Do(func() { c.held.Add(-1) })
+		release()
+	}, true
 }
 
 // report is the replica's shard.Config.Report: its reconciler's counts.
