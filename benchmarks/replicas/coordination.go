@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -144,3 +148,25 @@ func cpuTime() time.Duration {
 }
 
 func numCPU() int { return runtime.GOMAXPROCS(0) }
+
+// runQueueWait is the time the process's threads have spent runnable but
+// waiting for a CPU (the second field of /proc/self/task/*/schedstat); 0
+// where there is no such file.
+func runQueueWait() time.Duration {
+	tasks, _ := filepath.Glob("/proc/self/task/*/schedstat")
+	var sum int64
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread ended
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) < 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(fields[1], 10, 64); err == nil {
+			sum += n
+		}
+	}
+	return time.Duration(sum)
+}

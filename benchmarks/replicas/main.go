@@ -56,6 +56,7 @@ type options struct {
 
 	scaleObjects int
 	scaleWarmup  time.Duration
+	scalePairs   int
 
 	coordObjects []int
 	coordWindow  time.Duration
@@ -83,7 +84,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.handoverCycles, "handover-cycles", 5, "handover: joins and clean stops of a fourth replica")
 	fs.IntVar(&o.handoverObjects, "handover-objects", 10000, "handover: objects")
 	fs.IntVar(&o.handoverChurn, "handover-churn", 600, "handover: changes per second during the handovers")
-	fs.IntVar(&o.scaleObjects, "scale-objects", 60000, "scale-out: objects")
+	fs.IntVar(&o.scaleObjects, "scale-objects", 40000, "scale-out: objects")
+	fs.IntVar(&o.scalePairs, "scale-pairs", 3, "scale-out: runs of 1 and 3 replicas, in alternation")
 	fs.DurationVar(&o.scaleWarmup, "scale-warmup", time.Second, "scale-out: time after the load before the steady window opens")
 	coordObjects := fs.String("coordination-objects", "10000,1000000", "coordination: object counts, comma-separated")
 	fs.DurationVar(&o.coordWindow, "coordination-window", 10*time.Second, "coordination: the measured window")
@@ -127,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 // quickSizes are -quick's sizes.
 var quickSizes = map[string]string{
 	"failover-runs": "1", "failover-objects": "500", "handover-cycles": "2", "handover-objects": "2000",
-	"scale-objects": "15000", "scale-warmup": "500ms", "coordination-window": "3s",
+	"scale-objects": "15000", "scale-pairs": "1", "scale-warmup": "500ms", "coordination-window": "3s",
 	"limits-max": "500000",
 }
 
@@ -136,7 +138,7 @@ func (o options) validate() error {
 		"slots": o.slots, "concurrency": o.concurrency, "failover-runs": o.failoverRuns,
 		"failover-objects": o.failoverObjects, "handover-cycles": o.handoverCycles,
 		"handover-objects": o.handoverObjects, "handover-churn": o.handoverChurn,
-		"scale-objects": o.scaleObjects, "coordination-churn": o.coordChurn, "limits-max": o.limitsMax,
+		"scale-objects": o.scaleObjects, "scale-pairs": o.scalePairs, "coordination-churn": o.coordChurn, "limits-max": o.limitsMax,
 	} {
 		if n < 1 {
 			return fmt.Errorf("-%s must be at least 1", name)

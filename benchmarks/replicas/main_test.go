@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	code := run([]string{"-json", "-slots", "32", "-drain-timeout", "2s",
 		"-failover-runs", "1", "-failover-objects", "60", "-failover-ttl", "2s",
 		"-handover-cycles", "1", "-handover-objects", "200", "-handover-churn", "200",
-		"-scale-objects", "2000", "-scale-warmup", "200ms",
+		"-scale-objects", "2000", "-scale-warmup", "200ms", "-scale-pairs", "1",
 		"-coordination-objects", "100,1000", "-coordination-window", "1s", "-coordination-summary", "500ms",
 		"-limits-max", "1000",
 	}, &stdout, &stderr)

@@ -32,6 +32,11 @@ type sleepTarget struct {
 	active   map[string]string // key -> replica running an operation on it
 	overlaps int
 	noToken  int
+
+	// opTime sums how long the completed operations took, ops counts
+	// them: with a delay, their mean says how late the sleeps woke up.
+	opTime atomic.Int64
+	ops    atomic.Int64
 }
 
 func newSleepTarget(delay time.Duration) *sleepTarget {
@@ -88,6 +93,7 @@ func (o *sleepOps) op(ctx context.Context, key string) error {
 	}
 	o.t.begin(key, o.name)
 	defer o.t.end(key, o.name)
+	start := time.Now()
 	if o.t.delay > 0 {
 		timer := time.NewTimer(o.t.delay)
 		defer timer.Stop()
@@ -97,8 +103,20 @@ func (o *sleepOps) op(ctx context.Context, key string) error {
 			return context.Cause(ctx)
 		}
 	}
+	o.t.opTime.Add(int64(time.Since(start)))
+	o.t.ops.Add(1)
 	o.done.Add(1)
 	return nil
+}
+
+// meanOp returns the mean time of the completed operations so far, and
+// how many there were.
+func (t *sleepTarget) meanOp() (time.Duration, int64) {
+	n := t.ops.Load()
+	if n == 0 {
+		return 0, 0
+	}
+	return time.Duration(t.opTime.Load() / n), n
 }
 
 func (o *sleepOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *object) error {
