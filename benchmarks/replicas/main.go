@@ -3,7 +3,7 @@
 // scale-out from 1 to 3 replicas, and the coordination cost in etcd
 // writes. It runs its own etcd (embedded, on 127.0.0.1) and prints a table.
 //
-//	cd benchmarks/replicas && go run .              # every row, about 3 minutes on 2 cores
+//	cd benchmarks/replicas && go run .              # every row, 5-8 minutes on 2 cores
 //	go run . -only failover                          # rows by regexp: failover, handover, scale-out, coordination, limits
 //	go run . -quick                                  # every size shrunk, under a minute
 //	go run . -json
