@@ -28,6 +28,7 @@ type groupWatch struct {
 	members map[string]time.Time // name -> when its key was seen
 	claims  map[int]string       // slot -> holder
 	claimed []claimEvent         // every claim seen, in order
+	freed   map[int]time.Time    // slot -> when its claim was last seen deleted
 	err     error
 	changed chan struct{} // closed at the next event
 }
@@ -43,7 +44,8 @@ type claimEvent struct {
 func watchGroup(cli *clientv3.Client, prefix string, slots int) (*groupWatch, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &groupWatch{prefix: prefix, slots: slots, cancel: cancel, done: make(chan struct{}),
-		members: map[string]time.Time{}, claims: map[int]string{}, changed: make(chan struct{})}
+		members: map[string]time.Time{}, claims: map[int]string{}, freed: map[int]time.Time{},
+		changed: make(chan struct{})}
 	resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix())
 	if err != nil {
 		cancel()
@@ -70,7 +72,7 @@ func (g *groupWatch) follow(ctx context.Context, wch clientv3.WatchChan) {
 			if ev.Type == clientv3.EventTypePut {
 				g.put(string(ev.Kv.Key), string(ev.Kv.Value), now)
 			} else {
-				g.del(string(ev.Kv.Key))
+				g.del(string(ev.Kv.Key), now)
 			}
 		}
 		close(g.changed)
@@ -98,13 +100,14 @@ func (g *groupWatch) put(key, value string, at time.Time) {
 	}
 }
 
-func (g *groupWatch) del(key string) {
+func (g *groupWatch) del(key string, at time.Time) {
 	if name, ok := strings.CutPrefix(key, g.prefix+"/members/"); ok {
 		delete(g.members, name)
 		return
 	}
 	if slot, ok := g.slotOf(key); ok {
 		delete(g.claims, slot)
+		g.freed[slot] = at
 	}
 }
 
@@ -173,6 +176,14 @@ func (g *groupWatch) memberSeen(name string) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	at, ok := g.members[name]
+	return at, ok
+}
+
+// freedAt returns when slot's claim was last seen deleted.
+func (g *groupWatch) freedAt(slot int) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	at, ok := g.freed[slot]
 	return at, ok
 }
 
