@@ -109,5 +109,16 @@ for mod in etcd; do
 done
 # --- end nested modules -------------------------------------------------------
 
+# --- nested module: benchmarks/replicas ---------------------------------------
+# (owned by the replicas benchmarks; keep this block self-contained)
+# The harness of issue 20's replica rows (failover, handover, scale-out,
+# coordination) is a module of its own: it links etcd, which the core
+# module and its benchmarks must not. Its smoke test runs every row at tiny
+# sizes against an embedded etcd, re-executing itself as replica
+# processes, and checks the rows, not the timings: about 30 s on 2 cores.
+echo "== benchmarks/replicas: go vet, staticcheck, go test -race"
+(cd benchmarks/replicas && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 5m ./...)
+# --- end benchmarks/replicas ---------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...
