@@ -170,7 +170,7 @@ func registerReconciler(cli *clientv3.Client, o options, groups statedb.RWTable[
 		return err
 	}
 	rep.rec.Store(&rec)
-	jobs.Add(job.OneShot("refresh-regained", regainJob(p.DB, groups, sc, rec.TriggerFullReconciliation)))
+	jobs.Add(job.OneShot("prune-regained", regainJob(sc, rec.TriggerFullReconciliation)))
 	if o.events != nil {
 		jobs.Add(job.OneShot("events", func(ctx context.Context, _ cell.Health) error {
 			printEvents(ctx, p.DB, groups, sc, o.events)

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/cilium/hive/cell"
-	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
 )
@@ -20,26 +19,18 @@ type scopes struct {
 	of func(name string) int
 }
 
-// refreshRegained marks Refreshing every Done group of a scope this
-// replica has just come to own, so that the reconciler applies it again,
-// and then calls prune, so that the new owner also removes from the fleet
-// the groups of those scopes nobody desires any more.
-//
-// The reconciler reconciles the newly owned groups that are Pending or in
-// Error at once, but not those Done here: this replica applied them in an
-// earlier ownership, and another replica may have changed the fleet since
-// (a spec changed and changed back while the source folded the two into
-// none, or an instance replaced). A new owner must not trust what it did
-// before it lost the group. Refreshing is a status this reconciler
-// understands as "apply again"; a write of the reconciler's own that
-// crosses this one is not committed (it compares the status it read).
-func refreshRegained(ctx context.Context, db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, prune func()) error {
+// pruneRegained triggers a full reconciliation (its prune) each time this
+// replica comes to own scopes it did not own, so that the new owner also
+// removes from the fleet the groups of those scopes nobody desires any
+// more. The groups themselves need nothing from it: the reconciler applies
+// every newly owned group at once, those Done here under an earlier
+// ownership included (another owner may have changed the fleet since).
+func pruneRegained(ctx context.Context, sc scopes, prune func()) error {
 	var had []int
 	for {
 		changed := sc.ownership.Changed() // before looking: a change meanwhile closes it
 		now := sc.owned()
-		if gained := newlyOwned(had, now); len(gained) > 0 {
-			markRefreshing(db, groups, sc, gained)
+		if len(newlyOwned(had, now)) > 0 {
 			prune()
 		}
 		had = now
@@ -62,18 +53,7 @@ func newlyOwned(had, now []int) map[int]bool {
 	return gained
 }
 
-func markRefreshing(db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, gained map[int]bool) {
-	w := db.WriteTxn(groups)
-	defer w.Abort()
-	for g := range groups.All(w) {
-		if g.Status.Kind == reconciler.StatusKindDone && gained[sc.of(g.Name)] {
-			_, _, _ = groups.Insert(w, setGroupStatus(cloneGroup(g), reconciler.StatusRefreshing()))
-		}
-	}
-	w.Commit()
-}
-
-// regainJob is refreshRegained as a hive job function.
-func regainJob(db *statedb.DB, groups statedb.RWTable[*Group], sc scopes, prune func()) func(context.Context, cell.Health) error {
-	return func(ctx context.Context, _ cell.Health) error { return refreshRegained(ctx, db, groups, sc, prune) }
+// regainJob is pruneRegained as a hive job function.
+func regainJob(sc scopes, prune func()) func(context.Context, cell.Health) error {
+	return func(ctx context.Context, _ cell.Health) error { return pruneRegained(ctx, sc, prune) }
 }
