@@ -11,8 +11,9 @@ import "context"
 // no count of Status() (but Objects.Unowned), in no health report and in
 // no wait, and this reconciler writes no status for them. Their latest
 // change is kept, so that when Changed says the owned set changed, the
-// keys owned now are reconciled at once, Pending or in Error elsewhere
-// alike. An operation runs under the context Acquire returns, which the
+// keys owned now are reconciled at once, whatever their status: Pending
+// or in Error elsewhere alike, and Done ones too (Done here under an
+// earlier ownership: the owner since may have changed the target). An operation runs under the context Acquire returns, which the
 // implementation cancels when ownership is in doubt; its result is
 // written only if the key is still owned at the commit.
 //
