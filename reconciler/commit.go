@@ -86,7 +86,10 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	if ctx.Err() != nil {
 		return true // stopping: nothing is written after Stop
 	}
-	committedAt := l.writeAll(writes)
+	committedAt, ok := l.writeAll(ctx, writes, &l.ownWrites)
+	if !ok {
+		return true // stopping: nothing is written after Stop
+	}
 	realized := l.realized[:0]
 	for i := range verdicts {
 		var w *statusWrite[Obj]
@@ -163,19 +166,43 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 	return v, w, true
 }
 
-// writeAll makes the writes in one write transaction and returns when it
-// was committed (zero when there was nothing to write).
-func (l *loop[Obj]) writeAll(writes []statusWrite[Obj]) time.Time {
+// writeAll makes the writes in one write transaction, recording its
+// revisions in own, and returns when it was committed (zero when there
+// was nothing to write). When ctx has ended it aborts and reports false:
+// nothing is written after Stop. Both loops commit through it.
+func (r *reconciler[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj], own *revRanges) (time.Time, bool) {
 	if len(writes) == 0 {
-		return time.Time{}
+		return time.Time{}, true
 	}
-	wtxn := l.db.WriteTxn(l.cfg.Table)
-	from := l.cfg.Table.Revision(wtxn) + 1
+	wtxn := r.db.WriteTxn(r.cfg.Table)
+	from := r.cfg.Table.Revision(wtxn) + 1
 	for i := range writes {
-		writes[i].outcome = l.writeStatus(wtxn, &writes[i])
+		writes[i].outcome = r.writeStatus(wtxn, &writes[i])
 	}
-	l.ownWrites.add(from, l.cfg.Table.Revision(wtxn.Commit()))
-	return time.Now()
+	if ctx.Err() != nil {
+		wtxn.Abort()
+		return time.Time{}, false
+	}
+	own.add(from, r.cfg.Table.Revision(wtxn.Commit()))
+	return time.Now(), true
+}
+
+// afterWrite applies what became of r's status write w to the verdict
+// (err, giveUp): a superseded write settles r, since a newer request
+// follows (it reports false then); a changed key makes the verdict a
+// misconfiguration; a landed Error is what the table now holds. Both
+// loops settle through it.
+func (wk *work[Obj]) afterWrite(r *request[Obj], w *statusWrite[Obj], err *error, giveUp *bool) bool {
+	switch {
+	case w != nil && w.outcome == writeSuperseded:
+		wk.settle(r)
+		return false
+	case w != nil && w.outcome == writeKeyChanged:
+		*err, *giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
+	case w != nil && *err != nil:
+		wk.setExpect(r, w.status)
+	}
+	return true
 }
 
 // revRanges remembers the revisions of the last few commits of status
@@ -250,14 +277,8 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 // realization latency of a change it marked Done.
 func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
 	r, res := v.r, v.res
-	switch {
-	case w != nil && w.outcome == writeSuperseded:
-		l.work.settle(r) // a newer request for this reconciler follows
+	if !l.work.afterWrite(r, w, &v.err, &v.giveUp) {
 		return 0, false
-	case w != nil && w.outcome == writeKeyChanged:
-		v.err, v.giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
-	case w != nil && v.err != nil:
-		l.work.setExpect(r, w.status)
 	}
 	if isDeferral(res.err) {
 		d, _ := retryAfter(res.err)

@@ -149,19 +149,9 @@ func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], 
 		}
 		verdicts = append(verdicts, v)
 	}
-	var committedAt time.Time
-	if len(writes) > 0 {
-		wtxn := s.db.WriteTxn(s.cfg.Table)
-		from := s.cfg.Table.Revision(wtxn) + 1
-		for i := range writes {
-			writes[i].outcome = s.writeStatus(wtxn, &writes[i])
-		}
-		if ctx.Err() != nil {
-			wtxn.Abort()
-			return false // stopping: nothing is written after Stop
-		}
-		s.ownWrites.add(from, s.cfg.Table.Revision(wtxn.Commit()))
-		committedAt = time.Now()
+	committedAt, ok := s.writeAll(ctx, writes, &s.ownWrites)
+	if !ok {
+		return false // stopping: nothing is written after Stop
 	}
 	var realized []time.Duration
 	for i := range verdicts {
@@ -206,14 +196,8 @@ func (s *syncLoop[Obj]) judge(r *request[Obj], err error, now time.Time) (syncVe
 // latency of a change it marked Done.
 func (s *syncLoop[Obj]) settle(v *syncVerdict[Obj], w *statusWrite[Obj], wholeFailed bool, committedAt, now time.Time) (time.Duration, bool) {
 	r := v.r
-	switch {
-	case w != nil && w.outcome == writeSuperseded:
-		s.work.settle(r) // a newer request for this reconciler follows
+	if !s.work.afterWrite(r, w, &v.err, &v.giveUp) {
 		return 0, false
-	case w != nil && w.outcome == writeKeyChanged:
-		v.err, v.giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
-	case w != nil && v.err != nil:
-		s.work.setExpect(r, w.status)
 	}
 	if isDeferral(v.err) {
 		d, _ := retryAfter(v.err)
