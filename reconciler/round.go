@@ -76,20 +76,27 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 		}
 		l.unpark(key)
 	}
+	return l.readChange(l.work, &l.ownWrites, &l.status, ch, askedAt, l.startRev, now)
+}
+
+// readChange decides what one change asks of this reconciler, for both
+// loops, and reports whether it queued a request: a delete always does; a
+// Done of the loop's own writing (own), or any status write while nothing
+// waits, is a settled request's echo and asks nothing, without computing
+// its key; anything else goes by decide.
+func (r *reconciler[Obj]) readChange(w *work[Obj], own *revRanges, h *healthState, ch change[Obj], askedAt, startRev statedb.Revision, now time.Time) bool {
 	if ch.deleted {
-		l.work.add(l.keyOf(ch.obj), ch, Status{}, askedAt, now)
+		w.add(r.keyOf(ch.obj), ch, Status{}, askedAt, now)
 		return true
 	}
-	st := l.cfg.GetObjectStatus(ch.obj)
-	if l.checkShared(ch.obj, st) {
-		l.status.dirty = true
+	st := r.cfg.GetObjectStatus(ch.obj)
+	if r.checkShared(ch.obj, st) {
+		h.dirty = true
 	}
-	if st.Kind == StatusKindDone && (len(l.work.byKey) == 0 || l.ownWrites.has(ch.rev)) {
-		// A Done of this loop's own writing (or any status write while
-		// nothing waits): a settled request's echo, which asks nothing.
+	if st.Kind == StatusKindDone && (len(w.byKey) == 0 || own.has(ch.rev)) {
 		return false
 	}
-	return l.work.decide(l.keyOf(ch.obj), ch, st, askedAt, l.startRev, now)
+	return w.decide(r.keyOf(ch.obj), ch, st, askedAt, startRev, now)
 }
 
 // decide makes a request of a live object's change if it asks this

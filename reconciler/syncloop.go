@@ -254,18 +254,7 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 // onChange decides what one change asks for, by the rule the per-object
 // loop reads changes by, and reports whether it made a new request.
 func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now time.Time) bool {
-	if ch.deleted {
-		s.work.add(s.keyOf(ch.obj), ch, Status{}, askedAt, now)
-		return true
-	}
-	st := s.cfg.GetObjectStatus(ch.obj)
-	if s.checkShared(ch.obj, st) {
-		s.status.dirty = true
-	}
-	if st.Kind == StatusKindDone && (len(s.work.byKey) == 0 || s.ownWrites.has(ch.rev)) {
-		return false // our own Done read back (commit.go's revRanges), or nothing waits
-	}
-	return s.work.decide(s.keyOf(ch.obj), ch, st, askedAt, s.startRev, now)
+	return s.readChange(s.work, &s.ownWrites, &s.status, ch, askedAt, s.startRev, now)
 }
 
 // leading reports whether this replica syncs: always without
