@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"runtime/trace"
 	"strings"
 	"time"
 )
@@ -40,6 +41,7 @@ type options struct {
 	json       bool
 	cpuprofile string
 	memprofile string
+	trace      string
 }
 
 // parseFlags parses args. -quick picks quickSizes for every size flag not
@@ -56,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.pairs, "pairs", 3, "runs of each variant, in alternation")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile to `file` (runs are labelled workload=, variant=)")
 	fs.StringVar(&o.memprofile, "memprofile", "", "write an allocation profile to `file` at the end")
+	fs.StringVar(&o.trace, "trace", "", "write a runtime execution trace to `file` (go tool trace; keep -only and -pairs small)")
 
 	fs.IntVar(&o.noopObjects, "noop-objects", o.noopObjects, "noop-1m: objects")
 	fs.IntVar(&o.insertBatch, "insert-batch", o.insertBatch, "objects per insert transaction")
@@ -172,6 +175,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.trace != "" {
+		stop, err := startTrace(o.trace)
+		if err != nil {
+			fmt.Fprintln(stderr, "benchmarks:", err)
+			return 1
+		}
+		defer stop()
 	}
 
 	fmt.Fprintf(stderr, "converge vs statedb/reconciler: %d pairs per workload, GOMAXPROCS=%d, %s\n",
@@ -304,4 +315,19 @@ func waitGoroutines(n int, patience time.Duration) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nil
+}
+
+// startTrace writes a runtime execution trace to path until stop is
+// called: where a run waits (scheduling, wake-ups, lock hand-offs) shows
+// there, not in a CPU profile.
+func startTrace(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { trace.Stop(); f.Close() }, nil
 }
