@@ -5,67 +5,86 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/cilium/statedb"
 )
 
-// A commit records finished results in three steps, all on the loop
-// goroutine: judge decides what each wanted result asks of the table,
-// writeAll makes the status writes in one write transaction, and settle
-// moves each request on according to how its write went.
+// A commit records finished results in three steps. judge, on the loop,
+// decides what each wanted result asks of the table. writeAll makes the
+// status writes in one write transaction: on the loop, or, while more work
+// waits, on the committer goroutine (committer.go), so that the loop reads
+// and dispatches the next round while they are written. landed, on the
+// loop again, moves each request on according to how its write went.
 
-// verdict is what one result asks for.
+// verdict is what one result asks for. It holds values only: it waits,
+// with its write, while the write is out on the committer.
 type verdict[Obj any] struct {
-	r      *request[Obj]
-	res    *result[Obj]
-	err    error // the failure as the status reports it; nil on success
-	giveUp bool  // Permanent, misconfigured, or MaxRetries spent
-	write  int   // index of its write in the commit's writes, or -1
+	r       *request[Obj]
+	op      Op
+	attempt uint64 // the attempt judged
+	opErr   error  // what the operation returned (ErrTimeout when overdue)
+	cloned  bool   // the operation was given its clone
+	err     error  // the failure as the status reports it; nil on success
+	giveUp  bool   // Permanent, misconfigured, or MaxRetries spent
+	write   int    // index of its write in the commit's writes, or -1
 }
 
-// statusWrite is one status write into the table.
-type statusWrite[Obj any] struct {
-	key    string
-	obj    Obj              // the object the operation saw (its primary key finds the current one)
-	rev    statedb.Revision // its revision
-	target Obj              // the operation's clone: written when the object is unchanged
-	// hasTarget is false when the operation never got its clone (it is
-	// still running past its timeout): obj, at rev, is cloned instead.
-	hasTarget bool
-	expect    Status // this reconciler's status the write requires in the table
-	status    Status // the status to write
-	outcome   writeOutcome
+// commitJob is one commit: the verdicts that wait for their writes, the
+// writes, and when it was judged. Only the writes go to the committer.
+type commitJob[Obj any] struct {
+	verdicts []verdict[Obj]
+	writes   []statusWrite[Obj]
+	judged   int       // results judged, written or not (a round's size)
+	oldest   time.Time // when the longest-waiting of them was queued
+	at       time.Time // when they were judged
 }
 
-// writeOutcome is what became of a status write.
-type writeOutcome uint8
-
-const (
-	writeLanded     writeOutcome = iota
-	writeSuperseded              // our status changed, or the object went: a newer request follows
-	writeKeyChanged              // SetObjectStatus returned an object with another primary key
-)
-
-// commit takes the finished results when it is time and records them. It
-// reports whether it took any.
+// commit lands the commits the committer has handed back, then takes the
+// finished results when it is time and commits them. It reports whether
+// it did either.
 func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) bool {
+	did := false
+	for _, b := range l.committer.returned() {
+		if b.ok { // else aborted at Stop: nothing moves on after Stop
+			l.landed(b.job, b.wr, now)
+		}
+		l.committer.release(b.job)
+		did = true
+	}
+	job := l.committer.free()
+	if job == nil {
+		return did // every job is out: the results wait their turn
+	}
 	ok, wait := l.exec.shouldCommit(now, l.cfg.RoundSize)
 	if !ok {
 		if wait > 0 {
 			ts.commit.arm(wait)
 		}
-		return false
+		l.committer.release(job)
+		return did
 	}
 	ts.commit.disarm()
+	l.judgeAll(job, now, ts)
+	switch {
+	case ctx.Err() != nil:
+		// Stopping: nothing is written after Stop.
+	case len(job.writes) > 0 && (l.committer.busy() || l.pipelined(now)):
+		// Behind the commits out, in order; or while the loop reads on.
+		l.committer.send(ctx, l.reconciler, job)
+		return true
+	default:
+		if wr, ok := l.writeAll(ctx, job.writes, &l.ownWrites); ok {
+			l.landed(job, wr, now)
+		}
+	}
+	l.committer.release(job)
+	return true
+}
+
+// judgeAll takes the finished results and judges them into job: a result
+// with nothing to write moves its request on at once, the others wait in
+// stCommitting for their writes.
+func (l *loop[Obj]) judgeAll(job *commitJob[Obj], now time.Time, ts *loopTimers) {
 	l.results = l.exec.take(l.results)
-	verdicts, writes := l.verdicts[:0], l.writes[:0]
-	defer func() {
-		clear(l.results)
-		clear(verdicts)
-		clear(writes)
-		l.verdicts, l.writes = verdicts[:0], writes[:0]
-	}()
-	oldest := now
+	job.at, job.oldest = now, now
 	for i := range l.results {
 		res := &l.results[i]
 		if res.op == OpPrune {
@@ -76,27 +95,39 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		if !ok {
 			continue
 		}
-		oldest = earlier(oldest, v.r.pickedAt)
-		if v.write = -1; w.key != "" {
-			v.write = len(writes)
-			writes = append(writes, w)
+		job.judged++
+		job.oldest = earlier(job.oldest, v.r.pickedAt)
+		if w.key == "" {
+			v.write = -1 // nothing to write: moved on at once
+			l.settleVerdict(&v, nil, now, time.Time{})
+			continue
 		}
-		verdicts = append(verdicts, v)
+		v.write = len(job.writes)
+		job.writes = append(job.writes, w)
+		job.verdicts = append(job.verdicts, v)
+		l.work.writeOut(v.r, v.attempt)
 	}
-	if ctx.Err() != nil {
-		return true // stopping: nothing is written after Stop
-	}
-	committedAt, ok := l.writeAll(ctx, writes, &l.ownWrites)
-	if !ok {
-		return true // stopping: nothing is written after Stop
-	}
+	clear(l.results)
+}
+
+// pipelined reports whether a commit's writes go to the committer: more
+// work waits to be read or dispatched, and the loop does that while they
+// are written. Otherwise the loop writes them itself, and a lone change
+// takes no extra goroutine hop.
+func (l *loop[Obj]) pipelined(now time.Time) bool {
+	return l.moreChanges || len(l.work.ready) > 0 || isClosed(l.changesWatch) || l.retryDue(now) || forcePipelined.Load()
+}
+
+// landed moves on the requests of a commit whose writes wr are in the
+// table.
+func (l *loop[Obj]) landed(job *commitJob[Obj], wr written, now time.Time) {
 	realized := l.realized[:0]
-	for i := range verdicts {
-		var w *statusWrite[Obj]
-		if j := verdicts[i].write; j >= 0 {
-			w = &writes[j]
+	for i := range job.verdicts {
+		v := &job.verdicts[i]
+		if !l.work.writeBack(v.r, v.attempt) {
+			continue // replaced or settled while its write was out
 		}
-		if d, ok := l.settleVerdict(&verdicts[i], w, now, committedAt); ok {
+		if d, ok := l.settleVerdict(v, &job.writes[v.write], now, wr.at); ok {
 			realized = append(realized, d)
 		}
 	}
@@ -105,12 +136,18 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	if len(l.full.repair) > 0 {
 		l.repairTouched(now)
 	}
-	if n := len(verdicts); n > 0 {
-		d := time.Since(oldest)
+	if n := job.judged; n > 0 {
+		d := time.Since(job.oldest)
 		l.metrics.Round(n, d)
-		l.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
+		l.lastRound = RoundInfo{At: job.at, Objects: n, Duration: d}
 	}
-	return true
+}
+
+// reset empties the job for the next commit, keeping its buffers.
+func (job *commitJob[Obj]) reset() {
+	clear(job.verdicts)
+	clear(job.writes)
+	*job = commitJob[Obj]{verdicts: job.verdicts[:0], writes: job.writes[:0]}
 }
 
 // judge decides what a result asks for. It reports false for a result
@@ -138,8 +175,7 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 		l.disown(r) // no status is written for a key another replica owns
 		return v, w, false
 	}
-	r.tried = true // its result is in: the change has been attempted
-	v = verdict[Obj]{r: r, res: res}
+	v = verdict[Obj]{r: r, op: res.op, attempt: res.attempt, opErr: res.err, cloned: res.cloned}
 	if res.err != nil && !isDeferral(res.err) {
 		v.err, v.giveUp = l.failure(res.err, r.attempts)
 	}
@@ -166,126 +202,21 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 	return v, w, true
 }
 
-// writeAll makes the writes in one write transaction, recording its
-// revisions in own, and returns when it was committed (zero when there
-// was nothing to write). When ctx has ended it aborts and reports false:
-// nothing is written after Stop. Both loops commit through it.
-func (r *reconciler[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj], own *revRanges) (time.Time, bool) {
-	if len(writes) == 0 {
-		return time.Time{}, true
-	}
-	wtxn := r.db.WriteTxn(r.cfg.Table)
-	from := r.cfg.Table.Revision(wtxn) + 1
-	for i := range writes {
-		writes[i].outcome = r.writeStatus(wtxn, &writes[i])
-	}
-	if ctx.Err() != nil {
-		wtxn.Abort()
-		return time.Time{}, false
-	}
-	own.add(from, r.cfg.Table.Revision(wtxn.Commit()))
-	return time.Now(), true
-}
-
-// afterWrite applies what became of r's status write w to the verdict
-// (err, giveUp): a superseded write settles r, since a newer request
-// follows (it reports false then); a changed key makes the verdict a
-// misconfiguration; a landed Error is what the table now holds. Both
-// loops settle through it.
-func (wk *work[Obj]) afterWrite(r *request[Obj], w *statusWrite[Obj], err *error, giveUp *bool) bool {
-	switch {
-	case w != nil && w.outcome == writeSuperseded:
-		wk.settle(r)
-		return false
-	case w != nil && w.outcome == writeKeyChanged:
-		*err, *giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
-	case w != nil && *err != nil:
-		wk.setExpect(r, w.status)
-	}
-	return true
-}
-
-// revRanges remembers the revisions of the last few commits of status
-// writes. Each object written in a write transaction gets a revision of
-// its own, in one run no other writer interleaves with: a change read at
-// one of them is the loop's own write, read back.
-type revRanges struct {
-	from, to [4]statedb.Revision
-	next     int
-}
-
-func (rr *revRanges) add(from, to statedb.Revision) {
-	if to < from {
-		return // nothing was written
-	}
-	rr.from[rr.next], rr.to[rr.next] = from, to
-	rr.next = (rr.next + 1) % len(rr.from)
-}
-
-func (rr *revRanges) has(rev statedb.Revision) bool {
-	for i := range rr.from {
-		if rev >= rr.from[i] && rev <= rr.to[i] && rr.to[i] != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// writeStatus stores w's status if, and only if, this reconciler's status
-// in the current object is still the one the request expects, whatever
-// else changed (the data, another reconciler's status in a StatusSet).
-// Otherwise a newer request exists, and the change iterator delivers it.
-// When the object is exactly the one the operation saw, the operation's
-// clone is written, keeping what Update set on it.
-func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
-	target, err := w.target, error(nil)
-	if !w.hasTarget {
-		target, err = r.clone(w.obj)
-	}
-	if err == nil {
-		obj := r.cfg.SetObjectStatus(target, w.status)
-		if r.keyOf(obj) != w.key {
-			return writeKeyChanged
-		}
-		if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, w.rev, obj); err == nil {
-			// Revisions are unique across the table: only this very
-			// object, whose status the request was read from, matched.
-			return writeLanded
-		} else if !errors.Is(err, statedb.ErrRevisionNotEqual) {
-			return writeSuperseded // deleted meanwhile: the delete follows
-		}
-	}
-	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(w.obj))
-	if !found || !sameStatus(r.cfg.GetObjectStatus(cur), w.expect) {
-		return writeSuperseded
-	}
-	clone, err := r.clone(cur)
-	if err != nil {
-		return writeSuperseded // reported when the operation's own clone fails
-	}
-	merged := r.cfg.SetObjectStatus(clone, w.status)
-	if r.keyOf(merged) != w.key {
-		return writeKeyChanged
-	}
-	if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
-		return writeSuperseded
-	}
-	return writeLanded
-}
-
-// settleVerdict moves a request on after its commit. It returns the
-// realization latency of a change it marked Done.
+// settleVerdict moves a request on once its write (w, nil when it had
+// none) went as it went. It returns the realization latency of a change it
+// marked Done.
 func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
-	r, res := v.r, v.res
+	r := v.r
+	r.tried = true // its result is in, and written: the change has been attempted
 	if !l.work.afterWrite(r, w, &v.err, &v.giveUp) {
 		return 0, false
 	}
-	if isDeferral(res.err) {
-		d, _ := retryAfter(res.err)
+	if isDeferral(v.opErr) {
+		d, _ := retryAfter(v.opErr)
 		l.work.retry(r, now.Add(d), true, "", now)
 		return 0, false
 	}
-	if v.err == nil && (r.deleted || res.cloned) {
+	if v.err == nil && (r.deleted || v.cloned) {
 		l.breaker.observe(true, false, "", r.attempts > 0, now, l.backoff)
 		start := r.requestedAt
 		l.work.settle(r)
@@ -298,22 +229,23 @@ func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, com
 		v.err = fmt.Errorf("%w: Config.CloneObject failed", ErrInvalidConfig)
 		v.giveUp = true
 	}
-	l.failed(r, v.err, v.giveUp, res, now)
+	l.failed(v, now)
 	return 0, false
 }
 
 // failed records a failed attempt: the request is given up on (held) or
 // scheduled for a retry after RetryAfter's delay or the backoff.
-func (l *loop[Obj]) failed(r *request[Obj], err error, giveUp bool, res *result[Obj], now time.Time) {
+func (l *loop[Obj]) failed(v *verdict[Obj], now time.Time) {
+	r, err := v.r, v.err
 	msg := err.Error()
 	if r.deleted {
 		msg = "delete: " + msg
 	}
-	l.breaker.observe(false, giveUp, msg, r.attempts > 0, now, l.backoff)
+	l.breaker.observe(false, v.giveUp, msg, r.attempts > 0, now, l.backoff)
 	l.status.recent.add(recentError{key: r.key, err: msg, at: now})
-	l.failLog.write(&r.loggedErr, &r.loggedAt, r.key, res.op, msg, r.attempts+1, now)
+	l.failLog.write(&r.loggedErr, &r.loggedAt, r.key, v.op, msg, r.attempts+1, now)
 	r.attempts++
-	if giveUp {
+	if v.giveUp {
 		l.work.hold(r, msg, errors.Is(err, ErrInvalidConfig), now)
 		if errors.Is(err, ErrInvalidConfig) {
 			l.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", err)
@@ -321,7 +253,7 @@ func (l *loop[Obj]) failed(r *request[Obj], err error, giveUp bool, res *result[
 		return
 	}
 	delay := l.backoff.delay(r.attempts)
-	if d, ok := retryAfter(res.err); ok {
+	if d, ok := retryAfter(v.opErr); ok {
 		delay = d
 	}
 	l.work.retry(r, now.Add(delay), false, msg, now)

@@ -50,9 +50,14 @@
 // through the executor's mutex-held queue (workers.go). An attempt that
 // passes OperationTimeout is reported failed by the timer's goroutine
 // through the same queue; its own result, when it comes, is discarded.
-// The whole-set loop keeps its requests in the same structure, read by the
-// same rule (round.go's decide) and written by the same rule
-// (commit.go's writeStatus); only the executor differs: one Sync at a
+// While more work waits, a commit's status writes go to the committer
+// goroutine (committer.go), which owns nothing but the writes it is handed
+// (at most two commits' worth) and hands them back with their outcomes;
+// their requests wait, with the loop, in stCommitting, and count as
+// outstanding until the loop has landed them. The whole-set loop keeps
+// its requests in the same structure, read by the same rule (round.go's
+// decide) and written by the same rule (write.go's writeStatus); only the
+// executor differs: one Sync at a
 // time, on a goroutine of its own that owns nothing but the syncRun it was
 // handed (its snapshot and its changes) until it hands it back. A Sync past
 // OperationTimeout fails its requests with ErrTimeout at the deadline and

@@ -151,8 +151,8 @@ func (l *loop[Obj]) repairTouched(now time.Time) {
 	for key, old := range l.full.repair {
 		obj, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(old))
 		if found && l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
-			if r := l.work.byKey[key]; r != nil && r.running != 0 {
-				continue // may have applied before the prune removed it
+			if r := l.work.byKey[key]; r != nil && (r.running != 0 || r.state == stCommitting) {
+				continue // may have applied before the prune removed it; or its Done is being written
 			}
 		}
 		delete(l.full.repair, key)

@@ -59,12 +59,14 @@ type loop[Obj comparable] struct {
 	// Done, read back, is recognized without computing its key.
 	ownWrites revRanges
 
+	// committer writes commits' statuses while the loop reads the next
+	// round (committer.go).
+	committer committer[Obj]
+
 	// Buffers reused from step to step.
 	taken    []*request[Obj]
 	tasks    []task[Obj]
 	results  []result[Obj]
-	verdicts []verdict[Obj]
-	writes   []statusWrite[Obj]
 	realized []time.Duration
 }
 
@@ -100,6 +102,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		// Workers drop what they have not started and the running
 		// operations see a cancelled context; nothing is committed.
 		l.exec.close()
+		l.committer.stop()
 		timers.stop()
 		l.changes.Close()
 	}()
@@ -147,7 +150,14 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 // reconciliation is draining the operations, not suspended, and there is
 // room in the round.
 func (l *loop[Obj]) canPull() bool {
-	return !l.full.draining() && !l.suspended() && len(l.work.active) < l.cfg.RoundSize
+	return !l.full.draining() && !l.suspended() && l.roundRoom() > 0
+}
+
+// roundRoom is how many more requests a round may take: RoundSize less
+// those queued or running. Those whose status write is out on the
+// committer take no room, so that the next round is read meanwhile.
+func (l *loop[Obj]) roundRoom() int {
+	return l.cfg.RoundSize - (len(l.work.active) - l.work.committing)
 }
 
 // stepRound picks up new work when there is room for it and something
@@ -164,9 +174,13 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 		return false
 	}
 	var picked int
+	hungry := l.moreChanges
 	l.changesWatch, picked = l.pull(now)
 	if picked > 0 {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
+	}
+	if l.moreChanges != hungry {
+		l.exec.setHungry(l.moreChanges)
 	}
 	return true
 }
@@ -253,6 +267,8 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 	case <-l.triggerFull:
 		l.full.wanted = true
 	case <-l.exec.notify:
+	case b := <-l.committer.backCh():
+		l.committer.receive(b)
 	case <-l.wake:
 		l.status.dirty = true
 	case <-timers.round.c():

@@ -57,6 +57,11 @@ func TestModel(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: CONVERGE_MODEL_SEED=%d go test -race -run 'TestModel' ./reconciler", seed)
+			// Odd seeds send every commit through the committer
+			// goroutine, as a backlog does: its requests wait in
+			// stCommitting while changes, retries and faults go on.
+			prev := reconciler.SetForcePipelined(seed%2 == 1)
+			defer reconciler.SetForcePipelined(prev)
 			runModel(t, seed)
 		})
 	}

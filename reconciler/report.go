@@ -121,6 +121,8 @@ func describeOldest[Obj any](oldest *request[Obj]) oldestRequest {
 		what = "waiting for a retry"
 	case oldest.state == stRunning:
 		what = "in flight"
+	case oldest.state == stCommitting:
+		what = "status being written"
 	}
 	return oldestRequest{key: printableKey(oldest.key), what: what, err: oldest.err, attempts: oldest.attempts}
 }

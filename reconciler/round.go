@@ -16,7 +16,10 @@ import (
 func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 	txn := l.db.ReadTxn()
 	l.roundTxn, l.now = txn, now
-	budget := l.cfg.RoundSize - len(l.work.active)
+	// Every write of the committer's this snapshot holds was published
+	// before it was committed.
+	l.committer.ownWrites(&l.ownWrites)
+	budget := l.roundRoom()
 	picked := 0
 	seq, watch := l.changes.Next(txn)
 	l.moreChanges = false
@@ -46,6 +49,8 @@ func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 		l.readAll = true
 		l.readTo = max(l.readTo, l.startRev)
 	}
+
+	l.ownWrites.readPast(l.readTo) // also when the shortcuts kept has from being asked
 
 	retries := l.breaker.allowRetries(now, budget)
 	for ; retries > 0; retries-- {

@@ -247,6 +247,7 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 		s.readAll = true
 		s.readTo = max(s.readTo, s.startRev)
 	}
+	s.ownWrites.readPast(s.readTo)
 	s.changesWatch = watch
 	s.dirty = true // progress moves with readTo
 }

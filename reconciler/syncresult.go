@@ -149,10 +149,11 @@ func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], 
 		}
 		verdicts = append(verdicts, v)
 	}
-	committedAt, ok := s.writeAll(ctx, writes, &s.ownWrites)
+	wr, ok := s.writeAll(ctx, writes, &s.ownWrites)
 	if !ok {
 		return false // stopping: nothing is written after Stop
 	}
+	committedAt := wr.at
 	var realized []time.Duration
 	for i := range verdicts {
 		var w *statusWrite[Obj]

@@ -14,9 +14,12 @@ import (
 // A request goes through these states:
 //
 //	queued   -> running           dispatched to a worker
+//	running  -> committing        its result is in; its status write is out
+//	                              on the committer goroutine (committer.go)
 //	running  -> (settled)         succeeded, or its result is no longer wanted
 //	running  -> retrying          failed, or deferred with RetryAfter
 //	running  -> held              given up on: Permanent, MaxRetries, misconfiguration
+//	committing -> ...             as from running, once the write is back
 //	retrying -> queued            its retry came due
 //	any      -> queued            a newer change of the key replaced it
 //
@@ -28,11 +31,12 @@ import (
 type reqState uint8
 
 const (
-	stQueued   reqState = iota // waits for a worker (or for its key to be free)
-	stRunning                  // an attempt is out; its result is awaited
-	stRetrying                 // waits for its retry to come due
-	stHeld                     // given up on: settled, reported as failing
-	stGone                     // settled, kept only while an overdue attempt runs
+	stQueued     reqState = iota // waits for a worker (or for its key to be free)
+	stRunning                    // an attempt is out; its result is awaited
+	stCommitting                 // its result is in, its status write is out on the committer
+	stRetrying                   // waits for its retry to come due
+	stHeld                       // given up on: settled, reported as failing
+	stGone                       // settled, kept only while an overdue attempt runs
 )
 
 // request is one key's outstanding work.
@@ -73,6 +77,10 @@ type request[Obj any] struct {
 	// one whose result is no longer wanted (superseded, disowned).
 	attempt, running uint64
 	stuck            bool
+	// writing is, in stCommitting, the id of the attempt whose status
+	// write is out: a write that comes back to a request replaced or
+	// settled meanwhile finds another id (or none) and is not its.
+	writing uint64
 
 	loggedErr string    // the failure last logged (failure logging)
 	loggedAt  time.Time // and when
@@ -94,11 +102,15 @@ type readyEntry[Obj any] struct {
 type work[Obj any] struct {
 	byKey map[string]*request[Obj]
 
-	// active holds the queued and running requests: at most about
-	// RoundSize, scanned by every report. ready are the queued ones whose
-	// key is free, in the order they came.
-	active []*request[Obj]
-	ready  []readyEntry[Obj]
+	// active holds the queued, running and committing requests: at most
+	// about two rounds' worth, scanned by every report. ready are the
+	// queued ones whose key is free, in the order they came. committing
+	// counts the active requests whose status write is out: they no longer
+	// take room in a round, so the next round is read while they are
+	// written.
+	active     []*request[Obj]
+	ready      []readyEntry[Obj]
+	committing int
 
 	// free holds forgotten records for reuse: a million objects
 	// reconciled once otherwise cost a million allocations.
@@ -149,6 +161,10 @@ func (w *work[Obj]) leave(r *request[Obj]) {
 	switch r.state {
 	case stQueued, stRunning:
 		w.removeActive(r)
+	case stCommitting:
+		w.removeActive(r)
+		w.committing--
+		r.writing = 0
 	case stRetrying:
 		w.byDue.remove(r.dueIdx)
 		w.byAsk.remove(r.askIdx)
@@ -185,9 +201,12 @@ func (w *work[Obj]) count(r *request[Obj], d int) {
 func (w *work[Obj]) enter(r *request[Obj], s reqState, errMsg string, now time.Time) {
 	r.state = s
 	switch s {
-	case stQueued, stRunning:
+	case stQueued, stRunning, stCommitting:
 		r.activeIdx = len(w.active)
 		w.active = append(w.active, r)
+		if s == stCommitting {
+			w.committing++
+		}
 	case stRetrying:
 		w.byDue.push(r)
 		w.byAsk.push(r)
@@ -332,6 +351,23 @@ func (w *work[Obj]) overdue(r *request[Obj], id uint64) bool {
 	}
 	r.attempt = 0
 	return true
+}
+
+// writeOut records that r's result, of attempt id, is judged and its
+// status write is out on the committer: r no longer takes room in a round.
+func (w *work[Obj]) writeOut(r *request[Obj], id uint64) {
+	errMsg, since := r.err, r.errAt
+	w.leave(r)
+	r.writing = id
+	w.enter(r, stCommitting, errMsg, since)
+}
+
+// writeBack reports whether the status write of attempt id, back from the
+// committer, is still r's: r was neither replaced nor settled meanwhile.
+// The verdict then moves r on from stCommitting, as it would from
+// stRunning.
+func (w *work[Obj]) writeBack(r *request[Obj], id uint64) bool {
+	return r.state == stCommitting && r.writing == id
 }
 
 // settle forgets r: nothing is outstanding for its key.

@@ -86,7 +86,13 @@ type executor[Obj any] struct {
 	// commitAt is how many results make a round's worth: the loop is
 	// woken for them at once.
 	commitAt int
-	run      func(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj]
+	// hungry is set by the loop while more work waits than a round had
+	// room for: then a worker with nothing to do is a reason to commit
+	// what is done, which makes room for the next round's work. Without
+	// it, a round of slow operations ends with most workers idle while
+	// its last few run.
+	hungry bool
+	run    func(ctx context.Context, t *task[Obj], overrun func(), out []result[Obj]) []result[Obj]
 }
 
 func newExecutor[Obj any](max, commitAt int, run func(context.Context, *task[Obj], func(), []result[Obj]) []result[Obj]) *executor[Obj] {
@@ -208,7 +214,8 @@ func (e *executor[Obj]) finish(results []result[Obj], handedOff bool) {
 
 // post adds results and wakes the loop when it has something to do: the
 // first result (to arm the commit timer), the last running task, a
-// round's worth, or (urgent) an overdue attempt to report. Waking it for
+// round's worth, a worker left idle while the loop has more work, or
+// (urgent) an overdue attempt to report. Waking it for
 // every result would have it report a thousand times a round. Called
 // with mu held.
 func (e *executor[Obj]) post(results []result[Obj], urgent bool) {
@@ -217,7 +224,7 @@ func (e *executor[Obj]) post(results []result[Obj], urgent bool) {
 		e.firstAt = time.Now()
 	}
 	e.done = append(e.done, results...)
-	if urgent || first || e.running-e.abandoned <= 0 || len(e.done) >= e.commitAt {
+	if urgent || first || e.running-e.abandoned <= 0 || len(e.done) >= e.commitAt || e.starving() {
 		select {
 		case e.notify <- struct{}{}:
 		default:
@@ -229,15 +236,30 @@ func (e *executor[Obj]) post(results []result[Obj], urgent bool) {
 // some wait but not for long enough, it returns how long to wait.
 func (e *executor[Obj]) shouldCommit(now time.Time, commitAt int) (bool, time.Duration) {
 	e.mu.Lock()
-	n, running, firstAt := len(e.done), e.running-e.abandoned, e.firstAt
+	n, running, firstAt, starving := len(e.done), e.running-e.abandoned, e.firstAt, e.starving()
 	e.mu.Unlock()
 	switch {
 	case n == 0:
 		return false, 0
-	case running <= 0 || n >= commitAt || now.Sub(firstAt) >= commitDelay:
+	case running <= 0 || n >= commitAt || starving || now.Sub(firstAt) >= commitDelay:
 		return true, 0
 	}
 	return false, commitDelay - now.Sub(firstAt)
+}
+
+// starving reports whether the workers are about to run out of work
+// (fewer tasks queued than there are workers) while the loop has more
+// waiting. Called with mu held.
+func (e *executor[Obj]) starving() bool {
+	return e.hungry && len(e.queue)-e.head < e.max
+}
+
+// setHungry records whether the loop has more work waiting than it could
+// take.
+func (e *executor[Obj]) setHungry(h bool) {
+	e.mu.Lock()
+	e.hungry = h
+	e.mu.Unlock()
 }
 
 // take returns the finished results and empties the box.

@@ -1,0 +1,206 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// Status writes, the same for both loops: one write transaction per
+// commit, one rule for whether a write is still this reconciler's
+// (writeStatus), and one for what its outcome means (afterWrite).
+
+// statusWrite is one status write into the table.
+type statusWrite[Obj any] struct {
+	key    string
+	obj    Obj              // the object the operation saw (its primary key finds the current one)
+	rev    statedb.Revision // its revision
+	target Obj              // the operation's clone: written when the object is unchanged
+	// hasTarget is false when the operation never got its clone (it is
+	// still running past its timeout): obj, at rev, is cloned instead.
+	hasTarget bool
+	expect    Status // this reconciler's status the write requires in the table
+	status    Status // the status to write
+	outcome   writeOutcome
+}
+
+// writeOutcome is what became of a status write.
+type writeOutcome uint8
+
+const (
+	writeLanded     writeOutcome = iota
+	writeSuperseded              // our status changed, or the object went: a newer request follows
+	writeKeyChanged              // SetObjectStatus returned an object with another primary key
+)
+
+// written is what one write transaction of status writes came to: the
+// revisions it wrote (from > to when none) and when it was committed.
+type written struct {
+	from, to statedb.Revision
+	at       time.Time
+}
+
+// writeAll makes the writes in one write transaction and returns what it
+// wrote (nothing, and a zero time, when there was nothing to write). When
+// ctx has ended it aborts and reports false: nothing is written after
+// Stop. Right before the commit, own learns the revisions written, so
+// that whoever reads the changes after it recognizes them as this
+// reconciler's own. Both loops commit through it; it touches nothing but
+// the table, own and the writes' outcomes, so the per-object loop runs it
+// on its committer goroutine too.
+func (r *reconciler[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj], own ownWriter) (written, bool) {
+	if len(writes) == 0 {
+		return written{from: 1}, true
+	}
+	wtxn := r.db.WriteTxn(r.cfg.Table)
+	from := r.cfg.Table.Revision(wtxn) + 1
+	for i := range writes {
+		writes[i].outcome = r.writeStatus(wtxn, &writes[i])
+	}
+	if ctx.Err() != nil {
+		wtxn.Abort()
+		return written{}, false
+	}
+	wr := written{from: from, to: r.cfg.Table.Revision(wtxn)}
+	own.add(wr)
+	wtxn.Commit()
+	wr.at = time.Now()
+	return wr, true
+}
+
+// ownWriter records the revisions of a reconciler's own status writes.
+type ownWriter interface{ add(written) }
+
+// afterWrite applies what became of r's status write w to the verdict
+// (err, giveUp): a superseded write settles r, since a newer request
+// follows (it reports false then); a changed key makes the verdict a
+// misconfiguration; a landed Error is what the table now holds. Both
+// loops settle through it.
+func (wk *work[Obj]) afterWrite(r *request[Obj], w *statusWrite[Obj], err *error, giveUp *bool) bool {
+	switch {
+	case w != nil && w.outcome == writeSuperseded:
+		wk.settle(r)
+		return false
+	case w != nil && w.outcome == writeKeyChanged:
+		*err, *giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
+	case w != nil && *err != nil:
+		wk.setExpect(r, w.status)
+	}
+	return true
+}
+
+// revRanges remembers the revisions of the reconciler's own status writes
+// until the change iterator has read past them. Each object written in a
+// write transaction gets a revision of its own, in one run no other
+// writer interleaves with: a change read at one of them is the
+// reconciler's own write, read back. A write's echo is read only after
+// every change committed before it, a whole backlog later under load, so
+// the ranges are kept until read past, not for a fixed number of commits.
+type revRanges struct {
+	q    []written // by revision
+	head int       // q[:head] are read past
+}
+
+// add records a range of revisions written. Ranges come in revision order
+// but for the committer's, which the loop learns of late (copyTo).
+func (rr *revRanges) add(wr written) {
+	if wr.to < wr.from {
+		return // nothing was written
+	}
+	rr.q = append(rr.q, written{from: wr.from, to: wr.to})
+	for i := len(rr.q) - 1; i > rr.head && rr.q[i-1].from > rr.q[i].from; i-- {
+		rr.q[i-1], rr.q[i] = rr.q[i], rr.q[i-1]
+	}
+}
+
+// has reports whether rev was written by the reconciler itself. The
+// revisions asked about only grow (the change iterator reads in revision
+// order), so the ranges below rev are dropped.
+func (rr *revRanges) has(rev statedb.Revision) bool {
+	rr.readPast(rev - 1)
+	return rr.head < len(rr.q) && rev >= rr.q[rr.head].from
+}
+
+// readPast drops the ranges at or below rev: every change up to rev has
+// been read.
+func (rr *revRanges) readPast(rev statedb.Revision) {
+	for rr.head < len(rr.q) && rr.q[rr.head].to <= rev {
+		rr.head++
+	}
+	switch {
+	case rr.head == len(rr.q):
+		rr.q, rr.head = rr.q[:0], 0
+	case rr.head > 64 && rr.head > len(rr.q)/2:
+		rr.q = append(rr.q[:0], rr.q[rr.head:]...)
+		rr.head = 0
+	}
+}
+
+// sharedRanges are the revisions of the committer's writes, published
+// before each of its commits and taken by the loop when it reads changes.
+type sharedRanges struct {
+	mu     sync.Mutex
+	ranges []written
+}
+
+func (s *sharedRanges) add(wr written) {
+	s.mu.Lock()
+	s.ranges = append(s.ranges, wr)
+	s.mu.Unlock()
+}
+
+// moveTo hands the published ranges over to rr.
+func (s *sharedRanges) moveTo(rr *revRanges) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, wr := range s.ranges {
+		rr.add(wr)
+	}
+	s.ranges = s.ranges[:0]
+}
+
+// writeStatus stores w's status if, and only if, this reconciler's status
+// in the current object is still the one the request expects, whatever
+// else changed (the data, another reconciler's status in a StatusSet).
+// Otherwise a newer request exists, and the change iterator delivers it.
+// When the object is exactly the one the operation saw, the operation's
+// clone is written, keeping what Update set on it.
+func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
+	target, err := w.target, error(nil)
+	if !w.hasTarget {
+		target, err = r.clone(w.obj)
+	}
+	if err == nil {
+		obj := r.cfg.SetObjectStatus(target, w.status)
+		if r.keyOf(obj) != w.key {
+			return writeKeyChanged
+		}
+		if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, w.rev, obj); err == nil {
+			// Revisions are unique across the table: only this very
+			// object, whose status the request was read from, matched.
+			return writeLanded
+		} else if !errors.Is(err, statedb.ErrRevisionNotEqual) {
+			return writeSuperseded // deleted meanwhile: the delete follows
+		}
+	}
+	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(w.obj))
+	if !found || !sameStatus(r.cfg.GetObjectStatus(cur), w.expect) {
+		return writeSuperseded
+	}
+	clone, err := r.clone(cur)
+	if err != nil {
+		return writeSuperseded // reported when the operation's own clone fails
+	}
+	merged := r.cfg.SetObjectStatus(clone, w.status)
+	if r.keyOf(merged) != w.key {
+		return writeKeyChanged
+	}
+	if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
+		return writeSuperseded
+	}
+	return writeLanded
+}
