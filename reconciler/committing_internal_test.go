@@ -17,7 +17,7 @@ func TestCommittingRequest(t *testing.T) {
 	ch := func(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
 
 	// Queued, dispatched, its result judged and sent to the committer.
-	start := func() (*work[int], *request[int], uint64) {
+	start := func(t *testing.T) (*work[int], *request[int], uint64) {
 		w := newWork[int](true)
 		r := w.add("k", ch(10), pending, 10, now)
 		taken := w.takeReady(nil)
@@ -32,31 +32,9 @@ func TestCommittingRequest(t *testing.T) {
 		return w, r, id
 	}
 
-	t.Run("landed", func(t *testing.T) {
-		w, r, id := start()
-		if w.committing != 1 || len(w.active) != 1 {
-			t.Fatalf("committing %d, active %d; want 1, 1", w.committing, len(w.active))
-		}
-		// Outstanding for the waits: not settled, the change not yet
-		// counted as attempted.
-		v := w.view(10, now)
-		if v.retryLow != 10 || v.reconciled != 9 {
-			t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
-		}
-		if w.kinds[StatusKindPending] != 1 {
-			t.Fatalf("pending %d, want 1: the table holds Pending until the write lands", w.kinds[StatusKindPending])
-		}
-		if !w.writeBack(r, id) {
-			t.Fatal("writeBack: the write is the request's own")
-		}
-		w.settle(r)
-		if w.committing != 0 || len(w.active) != 0 || len(w.byKey) != 0 {
-			t.Fatalf("after settling: committing %d, active %d, keys %d; want none", w.committing, len(w.active), len(w.byKey))
-		}
-	})
-
+	t.Run("landed", func(t *testing.T) { testCommittingLanded(t, start, now) })
 	t.Run("replaced meanwhile", func(t *testing.T) {
-		w, r, id := start()
+		w, r, id := start(t)
 		newer := w.add("k", ch(11), Status{Kind: StatusKindPending, ID: 8}, 11, now)
 		if newer != r {
 			t.Fatal("the key's record was not reused") // the case that makes the id matter
@@ -73,7 +51,7 @@ func TestCommittingRequest(t *testing.T) {
 	})
 
 	t.Run("settled meanwhile", func(t *testing.T) {
-		w, r, id := start()
+		w, r, id := start(t)
 		w.settle(r) // e.g. disowned
 		if w.writeBack(r, id) {
 			t.Fatal("writeBack: a write that came back after its request settled was taken")
@@ -92,6 +70,29 @@ func TestCommittingRequest(t *testing.T) {
 			t.Fatal("writeBack: the newer attempt's write is its own")
 		}
 	})
+}
+
+func testCommittingLanded(t *testing.T, start func(*testing.T) (*work[int], *request[int], uint64), now time.Time) {
+	w, r, id := start(t)
+	if w.committing != 1 || len(w.active) != 1 {
+		t.Fatalf("committing %d, active %d; want 1, 1", w.committing, len(w.active))
+	}
+	// Outstanding for the waits: not settled, the change not yet
+	// counted as attempted.
+	v := w.view(10, now)
+	if v.retryLow != 10 || v.reconciled != 9 {
+		t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
+	}
+	if w.kinds[StatusKindPending] != 1 {
+		t.Fatalf("pending %d, want 1: the table holds Pending until the write lands", w.kinds[StatusKindPending])
+	}
+	if !w.writeBack(r, id) {
+		t.Fatal("writeBack: the write is the request's own")
+	}
+	w.settle(r)
+	if w.committing != 0 || len(w.active) != 0 || len(w.byKey) != 0 {
+		t.Fatalf("after settling: committing %d, active %d, keys %d; want none", w.committing, len(w.active), len(w.byKey))
+	}
 }
 
 // TestRevRangesBacklog checks that the loop recognizes its own writes read
