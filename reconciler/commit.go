@@ -110,12 +110,14 @@ func (l *loop[Obj]) judgeAll(job *commitJob[Obj], now time.Time, ts *loopTimers)
 	clear(l.results)
 }
 
-// pipelined reports whether a commit's writes go to the committer: more
-// work waits to be read or dispatched, and the loop does that while they
-// are written. Otherwise the loop writes them itself, and a lone change
-// takes no extra goroutine hop.
+// pipelined reports whether a commit's writes go to the committer: a
+// backlog waits (the last round stopped for lack of room, or retries are
+// due), and the loop reads and dispatches it while they are written.
+// Otherwise the loop writes them itself, and a lone change takes no extra
+// goroutine hop. (The changes' watch channel tells nothing here: the
+// iterator hands out a closed one after every read.)
 func (l *loop[Obj]) pipelined(now time.Time) bool {
-	return l.moreChanges || len(l.work.ready) > 0 || isClosed(l.changesWatch) || l.retryDue(now) || forcePipelined.Load()
+	return l.moreChanges || l.retryDue(now) || forcePipelined.Load()
 }
 
 // landed moves on the requests of a commit whose writes wr are in the
