@@ -102,26 +102,33 @@ func newExecutor[Obj any](max, commitAt int, run func(context.Context, *task[Obj
 }
 
 // submit queues tasks, starting workers while there are fewer idle ones
-// than tasks and the pool is below its size.
+// than tasks and the pool is below its size. Workers are started and
+// woken after the mutex is released: each goes straight for it.
 func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
 	if len(tasks) == 0 {
 		return
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.queue = append(e.queue, tasks...)
 	e.running += len(tasks)
-	for start := len(e.queue) - e.head - e.idle; start > 0 && e.workers < e.max; start-- {
+	start := 0
+	for n := len(e.queue) - e.head - e.idle; n > 0 && e.workers < e.max; n-- {
 		e.workers++
-		e.wg.Add(1)
+		start++
+	}
+	e.wg.Add(start)
+	wake := min(len(tasks), e.idle)
+	e.mu.Unlock()
+	for range start {
 		go e.worker(ctx)
 	}
-	for range min(len(tasks), e.idle) {
+	for range wake {
 		e.cond.Signal()
 	}
 }
 
-// worker runs tasks until the executor is closed.
+// worker runs tasks until the executor is closed. It holds the mutex
+// once per task: to hand back one task's results and take the next.
 func (e *executor[Obj]) worker(ctx context.Context) {
 	defer e.wg.Done()
 	var (
@@ -132,8 +139,8 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 	// One callback for the worker's life, not one per task: overrun is
 	// called (if at all) before run returns, on the timer's goroutine.
 	overrun := func() { handedOff = e.overrun(ctx, &t) }
+	e.mu.Lock()
 	for {
-		e.mu.Lock()
 		for e.head == len(e.queue) && !e.closed {
 			e.idle++
 			e.cond.Wait()
@@ -151,16 +158,18 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 		}
 		e.mu.Unlock()
 
-		if ctx.Err() != nil {
-			e.finish(nil, false) // stopping: start nothing new
-			continue
-		}
 		handedOff = false
-		buf = e.run(ctx, &t, overrun, buf[:0])
+		if ctx.Err() == nil { // stopping: start nothing new
+			buf = e.run(ctx, &t, overrun, buf[:0])
+		}
+		t = task[Obj]{}
+
+		e.mu.Lock()
 		e.finish(buf, handedOff)
 		clear(buf)
-		t = task[Obj]{}
+		buf = buf[:0]
 		if handedOff {
+			e.mu.Unlock()
 			return
 		}
 	}
@@ -201,15 +210,13 @@ func (e *executor[Obj]) overrun(ctx context.Context, t *task[Obj]) bool {
 	return left
 }
 
-// finish hands a task's results to the loop.
+// finish hands a task's results to the loop. Called with mu held.
 func (e *executor[Obj]) finish(results []result[Obj], handedOff bool) {
-	e.mu.Lock()
 	e.running--
 	if handedOff {
 		e.abandoned--
 	}
 	e.post(results, false)
-	e.mu.Unlock()
 }
 
 // post adds results and wakes the loop when it has something to do: the
