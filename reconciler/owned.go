@@ -107,7 +107,12 @@ func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 func (l *loop[Obj]) claim(ctx context.Context, key string) (context.Context, func(), bool) {
 	own := l.cfg.Ownership
 	if own == nil {
-		return ctx, func() {}, true
+		return ctx, noRelease, true
 	}
 	return own.Acquire(ctx, unsafe.Slice(unsafe.StringData(key), len(key)))
 }
+
+// noRelease is claim's release without Config.Ownership. A package-level
+// func: a literal in claim, a method of a generic type, is allocated on
+// every call (it carries the type's dictionary).
+var noRelease = func() {}
