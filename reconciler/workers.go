@@ -109,6 +109,13 @@ func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
 		return
 	}
 	e.mu.Lock()
+	if e.head > 0 && e.head >= len(e.queue)/2 {
+		// Refilled before it ran dry (the loop tops the queue up while
+		// workers run): move the rest down rather than grow forever.
+		n := copy(e.queue, e.queue[e.head:])
+		clear(e.queue[n:])
+		e.queue, e.head = e.queue[:n], 0
+	}
 	e.queue = append(e.queue, tasks...)
 	e.running += len(tasks)
 	start := 0
