@@ -109,14 +109,13 @@ func (c *committer[Obj]) receive(b committed[Obj]) {
 // returned hands over the jobs that came back, oldest first, taking in
 // any that came back since the loop last looked.
 func (c *committer[Obj]) returned() []committed[Obj] {
-	for c.out > 0 {
+	for drained := false; c.out > 0 && !drained; {
 		select {
 		case b := <-c.back:
 			c.receive(b)
-			continue
 		default:
+			drained = true
 		}
-		break
 	}
 	got := c.got
 	c.got = c.got[:0] // landed before anything is received again
