@@ -11,7 +11,6 @@ package etcdcluster
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -21,6 +20,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+
+	"github.com/converge-go/converge/etcd/internal/freeport"
 )
 
 // Tick and election timeout of the test servers. The server's shortest
@@ -43,8 +44,8 @@ func Start(t testing.TB, n int) *Cluster {
 	peers := make([]string, n)
 	clients := make([]string, n)
 	for i := range n {
-		peers[i] = "http://" + freeAddr(t)
-		clients[i] = "http://" + freeAddr(t)
+		peers[i] = "http://" + freeport.Addr(t)
+		clients[i] = "http://" + freeport.Addr(t)
 	}
 	var initial []string
 	for i := range n {
@@ -106,16 +107,6 @@ func NewClient(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("etcdcluster: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func mustURL(t testing.TB, s string) url.URL {

@@ -18,7 +18,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"sync"
 	"testing"
@@ -28,6 +27,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+
+	"github.com/converge-go/converge/etcd/internal/freeport"
 )
 
 // Server is one embedded etcd member.
@@ -58,8 +59,8 @@ func Start(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(s)
 	}
-	s.clientURL = url.URL{Scheme: "http", Host: freeAddr(t)}
-	s.peerURL = url.URL{Scheme: "http", Host: freeAddr(t)}
+	s.clientURL = url.URL{Scheme: "http", Host: freeport.Addr(t)}
+	s.peerURL = url.URL{Scheme: "http", Host: freeport.Addr(t)}
 	s.start()
 	t.Cleanup(func() {
 		s.clientsMu.Lock()
@@ -70,18 +71,6 @@ func Start(t testing.TB, opts ...Option) *Server {
 		s.Stop()
 	})
 	return s
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func (s *Server) start() {
