@@ -16,6 +16,13 @@
 // also probes: a single keepalive (KeepAliveOnce, a new stream, which the
 // client's round robin sends to the next member) every probeEvery, and a
 // probe's answer renews the lease as a stream's would.
+//
+// The client closes its keepalive channel a TTL after the stream's last
+// answer, and concurrency.Session's Done with it, although the probes keep
+// the lease alive at the server. So neither ends a Session: from then on
+// probes alone renew the lease, until one finds it gone or none answers
+// before the deadline. Lost, not the embedded Session's Done, is the
+// signal.
 package lease
 
 import (
@@ -36,6 +43,22 @@ const (
 	probeEvery   = 250 * time.Millisecond
 	probeTimeout = time.Second
 )
+
+// probesBefore is how many probes, at least, are sent before the deadline
+// when no renewal comes: a probe may land on the silent member, and the
+// next one must still have time to reach another and come back.
+const probesBefore = 3
+
+// probeStart returns how long after a renewal probing starts, for a lease
+// of ttl that is in doubt window after a renewal. The client renews every
+// TTL/3 (on a 500 ms tick), so a renewal is overdue half a second after
+// that; but with a short TTL that would leave room for only one or two
+// probes before the deadline, so probing then starts earlier, though never
+// before the client's own renewal is due.
+func probeStart(ttl, window time.Duration) time.Duration {
+	overdue := ttl/3 + 500*time.Millisecond
+	return max(min(overdue, window-probesBefore*probeEvery), ttl/3)
+}
 
 // Session is a concurrency.Session with a sure lower bound on when its
 // lease can expire.
@@ -88,9 +111,9 @@ func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration)
 	return ls, nil
 }
 
-// Lost returns a channel that is closed once the lease is in doubt: the
-// session is Done, no keepalive has succeeded for TTL minus the margin, or
-// the session was closed. It is never reopened; start a new Session.
+// Lost returns a channel that is closed once the lease is in doubt: no
+// keepalive has succeeded for TTL minus the margin, a keepalive found the
+// lease gone, or the session was closed. It is never reopened; start a new Session.
 func (s *Session) Lost() <-chan struct{} { return s.lost }
 
 // Deadline returns the time from which the lease is in doubt unless a
@@ -108,9 +131,7 @@ func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 	defer close(s.lost) // first: in doubt at once, whatever probes still run
 	timer := time.NewTimer(time.Until(s.Deadline()))
 	defer timer.Stop()
-	// The client renews every TTL/3; a renewal is overdue half a second
-	// after that.
-	overdue := s.ttl/3 + 500*time.Millisecond
+	overdue := probeStart(s.ttl, s.ttl-s.margin)
 	probe := time.NewTimer(overdue)
 	defer probe.Stop()
 	probed := make(chan renewal, 1)
@@ -118,7 +139,16 @@ func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 		var r renewal
 		select {
 		case resp, ok := <-ka:
-			if !ok || resp == nil || resp.TTL <= 0 {
+			if !ok || resp == nil {
+				// The client gave up on its stream: no answer for a
+				// TTL (its member went silent), or the lease is gone
+				// (it closes rather than deliver TTL 0). A probe now
+				// tells which; from here on probes alone renew.
+				ka = nil
+				probe.Reset(0)
+				continue
+			}
+			if resp.TTL <= 0 {
 				return
 			}
 			// Renewed at the server at most a round trip ago: the
@@ -137,8 +167,6 @@ func (s *Session) watch(ctx context.Context, ka <-chan *clientv3.LeaseKeepAliveR
 			probe.Reset(probeEvery)
 			continue
 		case <-timer.C:
-			return
-		case <-s.Session.Done():
 			return
 		case <-ctx.Done():
 			return
