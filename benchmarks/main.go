@@ -62,7 +62,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 
 	fs.IntVar(&o.noopObjects, "noop-objects", o.noopObjects, "noop-1m: objects")
 	fs.IntVar(&o.insertBatch, "insert-batch", o.insertBatch, "objects per insert transaction")
-	fs.IntVar(&o.slowObjects, "slow-objects", o.slowObjects, "slow-1ms: objects")
+	fs.IntVar(&o.slowObjects, "slow-objects", o.slowObjects, "slow-1ms: objects, at least")
+	fs.IntVar(&o.slowPerWorker, "slow-per-worker", o.slowPerWorker, "slow-1ms: objects per worker, at least (more objects at high Concurrency)")
 	fs.DurationVar(&o.slowDelay, "slow-delay", o.slowDelay, "slow-1ms: how long each Update sleeps")
 	fs.IntVar(&o.latencySmall, "latency-small", o.latencySmall, "latency: Done objects in the small table")
 	fs.IntVar(&o.latencyLarge, "latency-large", o.latencyLarge, "latency: Done objects in the large table")
@@ -132,6 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 			return o, fmt.Errorf("-%s must be at least 1", name)
 		}
 	}
+	if o.slowPerWorker < 0 {
+		return o, errors.New("-slow-per-worker must not be negative")
+	}
 	if o.syncDuration <= 0 {
 		return o, errors.New("-sync-duration must be positive")
 	}
@@ -142,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func sizeFields(s *sizes) map[string]any {
 	return map[string]any{
 		"noop-objects": &s.noopObjects, "insert-batch": &s.insertBatch, "slow-objects": &s.slowObjects,
-		"slow-delay": &s.slowDelay, "latency-small": &s.latencySmall, "latency-large": &s.latencyLarge,
+		"slow-per-worker": &s.slowPerWorker, "slow-delay": &s.slowDelay, "latency-small": &s.latencySmall, "latency-large": &s.latencyLarge,
 		"latency-samples": &s.latencySamples, "latency-gap": &s.latencyGap,
 		"trickle-samples": &s.trickleSamples, "bulk-objects": &s.bulkObjects, "bulk-loads": &s.bulkLoads,
 		"retry-objects": &s.retryObjects, "retry-heal": &s.retryHeal,

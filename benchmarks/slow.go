@@ -38,9 +38,19 @@ func slowWorkload(sz sizes) workload {
 	return w
 }
 
-// runSlow inserts slowObjects Pending objects, each of whose Updates sleeps
-// slowDelay, and waits until every one is Done.
+// slowObjectsAt is how many objects a slow-1ms run at concurrency
+// inserts: slowObjects, or slowPerWorker per worker when that is more. At
+// Concurrency 256, 5000 objects are 20 Updates per worker, and the run
+// would time its ramp (the first inserts, the first round, starting the
+// workers) as much as its throughput.
+func slowObjectsAt(concurrency int, sz sizes) int {
+	return max(sz.slowObjects, sz.slowPerWorker*concurrency)
+}
+
+// runSlow inserts slowObjectsAt Pending objects, each of whose Updates
+// sleeps slowDelay, and waits until every one is Done.
 func runSlow(ctx context.Context, side string, concurrency int, sz sizes) (measure, error) {
+	n := slowObjectsAt(concurrency, sz)
 	tg := newTarget()
 	tg.delay = sz.slowDelay
 	r, err := startRig(ctx, side, rigOptions{target: tg, concurrency: concurrency})
@@ -49,11 +59,11 @@ func runSlow(ctx context.Context, side string, concurrency int, sz sizes) (measu
 	}
 	runtime.GC()
 	t0 := time.Now()
-	insertAll(r, sz.slowObjects, sz.insertBatch)
+	insertAll(r, n, sz.insertBatch)
 	err = r.waitAllDone(ctx)
 	d := time.Since(t0)
 	return stopped(r, measure{
-		metricThroughput: float64(sz.slowObjects) / d.Seconds(),
+		metricThroughput: float64(n) / d.Seconds(),
 		metricSeconds:    d.Seconds(),
 		metricUpdates:    float64(tg.updates.Load()),
 	}, err)

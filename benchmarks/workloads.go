@@ -11,7 +11,8 @@ import (
 type sizes struct {
 	noopObjects    int           // noop-1m: objects inserted
 	insertBatch    int           // objects per insert transaction, everywhere
-	slowObjects    int           // slow-1ms: objects inserted
+	slowObjects    int           // slow-1ms: objects inserted, at least
+	slowPerWorker  int           // slow-1ms: and at least this many per worker (Concurrency)
 	slowDelay      time.Duration // slow-1ms: how long each Update sleeps
 	latencySmall   int           // latency: Done objects in the small table
 	latencyLarge   int           // latency: Done objects in the large table
@@ -44,6 +45,7 @@ func fullSizes() sizes {
 		noopObjects:    1_000_000,
 		insertBatch:    1000,
 		slowObjects:    5000,
+		slowPerWorker:  200,
 		slowDelay:      time.Millisecond,
 		latencySmall:   1000,
 		latencyLarge:   1_000_000,
@@ -77,6 +79,7 @@ func quickSizes() sizes {
 		noopObjects:     100_000,
 		insertBatch:     1000,
 		slowObjects:     300,
+		slowPerWorker:   10,
 		slowDelay:       time.Millisecond,
 		latencySmall:    1000,
 		latencyLarge:    50_000,
