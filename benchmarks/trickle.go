@@ -164,13 +164,15 @@ func newTrickle(r rig, rate int, ids []int) *trickle {
 
 // run writes changes on schedule until it has written n (no limit if n is
 // 0), stop is closed or ctx ends, then waits until every change it wrote
-// has been observed Done. The schedule starts when run does. It returns
-// an observer's error or ctx's.
+// has been observed Done. The schedule starts when run does, and its first
+// change, due then, is always written: a load can end before run's
+// goroutine is first scheduled, and a run without a change has nothing to
+// measure. It returns an observer's error or ctx's.
 func (t *trickle) run(ctx context.Context, n int, stop <-chan struct{}) error {
 	start := time.Now()
 	for i := 0; n <= 0 || i < n; i++ {
 		due := start.Add(time.Duration(i) * time.Second / time.Duration(t.rate))
-		if !t.sleepUntil(ctx, stop, due) {
+		if i > 0 && !t.sleepUntil(ctx, stop, due) {
 			break
 		}
 		id, ok := t.take(ctx)
