@@ -56,7 +56,7 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	ok, wait := l.exec.shouldCommit(now, l.cfg.RoundSize)
 	if !ok {
 		if wait > 0 {
-			ts.commit.arm(wait)
+			ts.commit.armAt(now.Add(wait))
 		}
 		l.committer.release(job)
 		return did

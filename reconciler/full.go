@@ -206,7 +206,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	if lim.Limit() != rate.Inf {
 		allowed = min(allowed, int(lim.TokensAt(now)))
 		if allowed < 1 {
-			ts.refresh.arm(tokenWait(lim, now))
+			ts.refresh.armAt(now.Add(tokenWait(lim, now)))
 			return
 		}
 	}
@@ -256,7 +256,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 		return
 	}
 	// More to do: come back at once, or when the limiter has tokens.
-	ts.refresh.arm(tokenWait(lim, now))
+	ts.refresh.armAt(now.Add(tokenWait(lim, now)))
 }
 
 // refreshable reports whether obj is due for a refresh: Done for longer than

@@ -170,7 +170,7 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 		return false
 	}
 	if d := l.roundDelay(now); d > 0 {
-		timers.round.arm(d)
+		timers.round.armAt(now.Add(d))
 		return false
 	}
 	var picked int
@@ -252,7 +252,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		changesCh = l.changesWatch
 	}
 	if next, ok := l.work.nextDue(); ok && canPull && !timers.round.armed {
-		timers.retry.arm(l.breaker.nextRetry(next).Sub(now))
+		timers.retry.armAt(l.breaker.nextRetry(next))
 	}
 	initCh, ownCh := l.eventChannels()
 	select {

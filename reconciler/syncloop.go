@@ -166,7 +166,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 		// the next change is read at once: it starts a debounce.
 		if !s.firstChange.IsZero() && now.Before(s.readAt) {
 			s.readHeld = true
-			s.readTimer.arm(s.readAt.Sub(now))
+			s.readTimer.armAt(s.readAt)
 		} else {
 			s.read(s.db.ReadTxn(), now)
 			s.readAt = now.Add(s.cfg.SyncDebounce.readEvery())
@@ -174,7 +174,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 	}
 	if at, ok := s.nextSync(now); ok {
 		if at.After(now) {
-			s.next.arm(at.Sub(now))
+			s.next.armAt(at)
 		} else if ctx.Err() == nil {
 			s.startSync(ctx, now)
 		}

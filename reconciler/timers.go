@@ -12,12 +12,18 @@ type timer struct {
 
 // arm makes the timer fire after d, unless it is already armed to fire
 // earlier.
-func (t *timer) arm(d time.Duration) {
-	at := time.Now().Add(d)
+func (t *timer) arm(d time.Duration) { t.armAt(time.Now().Add(d)) }
+
+// armAt makes the timer fire at at, unless it is already armed to fire
+// earlier. A deadline computed from a step's start time is armed as such:
+// a duration from that time, armed after the step's work, would fire late
+// by the work's duration.
+func (t *timer) armAt(at time.Time) {
 	if t.armed && !at.Before(t.at) {
 		return
 	}
 	t.armed, t.at = true, at
+	d := time.Until(at)
 	if t.t == nil {
 		t.t = time.NewTimer(d)
 	} else {
