@@ -26,7 +26,7 @@
 //
 // # Losing leadership
 //
-// A term ends when the lease is in doubt (the session is Done, or no
+// A term ends when the lease is in doubt (a keepalive found it gone, or no
 // keepalive has succeeded for TTL - SafetyMargin, which is before the lease
 // can expire at the server), when the election key is deleted, or at stop.
 // Then, in this order: nothing more is acquired, every operation context of

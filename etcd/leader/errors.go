@@ -18,8 +18,8 @@ var (
 	ErrLeadershipLost = errors.New("leader: leadership lost")
 
 	// ErrLeaseInDoubt is the cause when the session's lease may have
-	// expired: its keepalives stopped for TTL minus SafetyMargin, or the
-	// session ended. The term ends before the lease can expire for others.
+	// expired: its keepalives stopped for TTL minus SafetyMargin, or one
+	// found the lease gone. The term ends before the lease can expire for others.
 	ErrLeaseInDoubt = errors.New("leader: lease in doubt")
 
 	// ErrStopped is the cause when the elector was stopped (the hive is

@@ -26,7 +26,7 @@
 // about TTL later. A clean stop revokes the lease, releasing at once.
 //
 // When the lease is in doubt (no keepalive succeeded for TTL -
-// SafetyMargin, or the session ended), every slot is dropped and every
+// SafetyMargin, or a keepalive found the lease gone), every slot is dropped and every
 // operation's context cancelled before the lease can expire for the others;
 // a new session joins again.
 //

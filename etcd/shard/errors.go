@@ -27,8 +27,8 @@ var (
 	ErrClaimLost = errors.New("shard: slot claim lost")
 
 	// ErrLeaseInDoubt is the cause when the replica's lease may have
-	// expired: no keepalive succeeded for TTL minus SafetyMargin, or the
-	// session ended. Every slot ends before the lease can expire.
+	// expired: no keepalive succeeded for TTL minus SafetyMargin, or one
+	// found the lease gone. Every slot ends before the lease can expire.
 	ErrLeaseInDoubt = errors.New("shard: lease in doubt")
 
 	// ErrStopped is the cause when the manager stops: its slots are released
