@@ -135,11 +135,13 @@ type Config[Obj any] struct {
 
 	// Concurrency is the most Update/Delete operations (or batches) in
 	// flight at once. Two operations for the same primary key never run at
-	// once. Default 1 (DefaultConcurrency). With Concurrency 1 and no
-	// OperationTimeout the operations run on the reconciler's own goroutine
-	// (no hand-offs: the lowest latency), so an operation that never
-	// returns stops the reconciler; set OperationTimeout to be protected
-	// from that.
+	// once. Default 1 (DefaultConcurrency). Operations run on worker
+	// goroutines, at most Concurrency of them, never on the reconciler's
+	// own loop, which goes on reading changes and reporting meanwhile.
+	// Without OperationTimeout, an operation that never returns keeps its
+	// worker: Concurrency such operations stop every other one from
+	// starting (Status and health show them in flight, the oldest waiting
+	// growing); set OperationTimeout to be protected from that.
 	Concurrency int
 
 	// OperationTimeout bounds each operation through its context. At its
