@@ -206,7 +206,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	if lim.Limit() != rate.Inf {
 		allowed = min(allowed, int(lim.TokensAt(now)))
 		if allowed < 1 {
-			ts.refresh.armAt(now.Add(tokenWait(lim, now)))
+			ts.refresh.armAt(tokenAt(lim, now))
 			return
 		}
 	}
@@ -256,7 +256,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 		return
 	}
 	// More to do: come back at once, or when the limiter has tokens.
-	ts.refresh.armAt(now.Add(tokenWait(lim, now)))
+	ts.refresh.armAt(tokenAt(lim, now))
 }
 
 // refreshable reports whether obj is due for a refresh: Done for longer than
@@ -272,17 +272,17 @@ func (l *loop[Obj]) refreshable(key string, obj Obj, cutoff time.Time) bool {
 	return st.Kind == StatusKindDone || st.Kind == StatusKindError
 }
 
-// tokenWait is how long until lim has a whole token.
-func tokenWait(lim *rate.Limiter, now time.Time) time.Duration {
+// tokenAt is when lim has a whole token: now, or later.
+func tokenAt(lim *rate.Limiter, now time.Time) time.Time {
 	if lim.Limit() == rate.Inf {
-		return 0
+		return now
 	}
 	missing := 1 - lim.TokensAt(now)
 	if missing <= 0 {
-		return 0
+		return now
 	}
 	if lim.Limit() <= 0 {
-		return time.Hour // a zero limit never refreshes; look again later
+		return now.Add(time.Hour) // a zero limit never refreshes; look again later
 	}
-	return time.Duration(missing / float64(lim.Limit()) * float64(time.Second))
+	return now.Add(time.Duration(missing / float64(lim.Limit()) * float64(time.Second)))
 }

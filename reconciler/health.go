@@ -130,8 +130,8 @@ func (h *healthState) reportFailing(health cell.Health, now time.Time, objects i
 	case failing.n > 0 || whole.err != nil:
 		wasDegraded := strings.HasPrefix(h.last, "Degraded")
 		if wasDegraded && h.dirty && failing.n > healthCheapFailing {
-			if wait := healthRecomputeEvery - now.Sub(h.lastDegraded); wait > 0 {
-				later.arm(wait) // report the change a little later
+			if at := h.lastDegraded.Add(healthRecomputeEvery); at.After(now) {
+				later.armAt(at) // report the change a little later
 				return
 			}
 		}

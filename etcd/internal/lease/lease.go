@@ -113,7 +113,8 @@ func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration)
 
 // Lost returns a channel that is closed once the lease is in doubt: no
 // keepalive has succeeded for TTL minus the margin, a keepalive found the
-// lease gone, or the session was closed. It is never reopened; start a new Session.
+// lease gone, or the session was closed. It is never reopened; start a
+// new Session.
 func (s *Session) Lost() <-chan struct{} { return s.lost }
 
 // Deadline returns the time from which the lease is in doubt unless a
