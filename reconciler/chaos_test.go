@@ -319,7 +319,7 @@ type chaosOps struct {
 	running    map[string]int    // operations running per key, whole duration
 	updates    int               // Update and Delete operations running
 	pruning    bool
-	pruneAt    time.Time      // when the running prune started
+	pruneEnds  time.Time      // when the running prune is abandoned: its context's deadline
 	applied    map[string]int // highest version applied per key
 	recent     [8]string      // the keys of the latest operations, a ring
 	recentNext int
@@ -363,11 +363,19 @@ func (c *chaosOps) begin(ctx context.Context, op opKind, key string) (faultKind,
 		if c.updates > 0 || c.pruning {
 			c.problems = append(c.problems, fmt.Sprintf("prune started while %d update/delete operation(s) ran (pruning=%v)", c.updates, c.pruning))
 		}
-		c.pruning, c.pruneAt = true, time.Now()
+		// The reconciler's clock for the prune started before Prune was
+		// called (the deadline of its context), not here: under load the
+		// call comes late, and measuring from here would take an update
+		// that starts right after the abandon for one that did not wait.
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			deadline = time.Now().Add(chaosOpTimeout)
+		}
+		c.pruning, c.pruneEnds = true, deadline
 	} else {
 		// A prune past its timeout is abandoned: the reconciler goes on
 		// with Update and Delete while it may still run.
-		if c.pruning && time.Since(c.pruneAt) < chaosOpTimeout {
+		if c.pruning && time.Now().Before(c.pruneEnds) {
 			c.problems = append(c.problems, fmt.Sprintf("%s(%s) started while Prune ran", opNames[op], key))
 		}
 		c.updates++
