@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"unsafe"
+
+	"github.com/cilium/statedb"
 )
 
 // The per-object loop's side of Ownership: keys this replica does not own
@@ -55,7 +57,7 @@ func (l *loop[Obj]) ownershipChanged() {
 	for key, ch := range l.parked {
 		if l.ownsKey(key) {
 			l.unpark(key)
-			l.regain(key, ch)
+			l.regain(key, ch, l.readTo+1)
 		}
 	}
 	for key, r := range l.work.byKey {
@@ -72,15 +74,15 @@ func (l *loop[Obj]) ownershipChanged() {
 	l.work.dirty = true
 }
 
-// regain makes a request of a parked change of a key this replica now
-// owns, whatever its status: a delete, a Pending or Refreshing object, an
-// object whose last attempt here failed (it is retried at once), or one
-// Done here before (applied again).
-func (l *loop[Obj]) regain(key string, ch change[Obj]) {
-	askedAt := l.readTo + 1
+// regain makes a request of the latest change of a key that was parked and
+// is owned now, whatever its status: a delete, a Pending or Refreshing
+// object, an object whose last attempt here failed (it is retried at once),
+// or one Done here before (applied again). It reports whether it queued
+// the request for the next round (a retry is due at once instead).
+func (l *loop[Obj]) regain(key string, ch change[Obj], askedAt statedb.Revision) bool {
 	if ch.deleted {
 		l.work.add(key, ch, Status{}, askedAt, l.now)
-		return
+		return true
 	}
 	st := l.cfg.GetObjectStatus(ch.obj)
 	switch {
@@ -88,13 +90,15 @@ func (l *loop[Obj]) regain(key string, ch change[Obj]) {
 		l.work.add(key, ch, st, askedAt, l.now)
 	case st.Kind == StatusKindError:
 		l.work.retryError(key, ch, st, askedAt, l.now)
-	case st.Kind == StatusKindDone:
+		return false
+	default:
 		// Done by this replica under an earlier ownership: the owner
 		// since may have changed the target. Applied again, as a refresh;
 		// the write expects the Done that was read.
 		r := l.work.add(key, ch, Status{Kind: StatusKindRefreshing, UpdatedAt: st.UpdatedAt}, askedAt, l.now)
 		l.work.setExpect(r, st)
 	}
+	return true
 }
 
 // claim runs on the worker, right before an operation on key starts: it

@@ -79,7 +79,13 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 			l.park(key, ch)
 			return false
 		}
-		l.unpark(key)
+		if _, parked := l.parked[key]; parked {
+			// Owned again, and read before Changed is: regained here,
+			// as ownershipChanged would have, with this newer change.
+			// Read as any other change, a Done would ask for nothing.
+			l.unpark(key)
+			return l.regain(key, ch, askedAt)
+		}
 	}
 	return l.readChange(l.work, &l.ownWrites, &l.status, ch, askedAt, l.startRev, now)
 }
