@@ -2,10 +2,15 @@ package reconciler_test
 
 import (
 	"context"
+	"iter"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
 )
@@ -28,7 +33,7 @@ func newFakeOwnership(owns func(string) bool) *fakeOwnership {
 func (o *fakeOwnership) Owns(key []byte) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return key != nil && o.owns(string(key))
+	return o.owns(string(key)) // nil, the whole set, is ""
 }
 
 func (o *fakeOwnership) Acquire(ctx context.Context, key []byte) (context.Context, func(), bool) {
@@ -53,7 +58,15 @@ func (o *fakeOwnership) Changed() <-chan struct{} {
 	return o.changed
 }
 
+// Own changes the owned set and says so on Changed.
 func (o *fakeOwnership) Own(owns func(string) bool) {
+	o.ownQuietly(owns)
+	o.notify()
+}
+
+// ownQuietly changes the owned set without saying so yet: the reconciler
+// sees it only in what Owns answers.
+func (o *fakeOwnership) ownQuietly(owns func(string) bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.owns = owns
@@ -65,6 +78,12 @@ func (o *fakeOwnership) Own(owns func(string) bool) {
 			delete(o.cancels, key)
 		}
 	}
+}
+
+// notify closes the channel Changed returned.
+func (o *fakeOwnership) notify() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	close(o.changed)
 	o.changed = make(chan struct{})
 }
@@ -164,5 +183,101 @@ func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
 	})
 	if n := ops.count("a"); n != 1 {
 		t.Errorf("a, owned throughout, reconciled %d times, want 1", n)
+	}
+}
+
+// TestOwnershipRegainedBeforeChangedIsApplied: a change of a parked key
+// read after the key is owned again but before Changed says so regains
+// the key, as the walk at Changed would have: it was parked there, and a
+// Done read from it must not end its re-application.
+func TestOwnershipRegainedBeforeChangedIsApplied(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	f.markInit()
+	own := newFakeOwnership(func(string) bool { return true })
+	ops := newScriptedOps(func(context.Context, string, int, *testObject) error { return nil })
+	r := mustNew(t, f, testConfig(f, ops, reconciler.Config[*testObject]{Concurrency: 4, Ownership: own}))
+	rev := f.insert(t, &testObject{ID: "a", Status: reconciler.StatusPending()}, &testObject{ID: "b", Status: reconciler.StatusPending()})
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	own.Own(func(key string) bool { return key == "a" })
+	f.waitFor(ctx, t, "b given away", func() bool { return r.Status().Objects.Unowned == 1 })
+
+	// Owned again; b changes (data only, its Done kept) before Changed.
+	own.ownQuietly(func(string) bool { return true })
+	b := *f.get("b")
+	b.Value = "new"
+	f.insert(t, &b)
+	f.waitFor(ctx, t, "b's change read", func() bool { return r.Status().Objects.Unowned == 0 })
+	own.notify()
+	f.waitFor(ctx, t, "b applied again", func() bool { return ops.count("b") == 2 })
+	if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get("b").Status.Kind; got != reconciler.StatusKindDone {
+		t.Errorf("b is %s, want Done", got)
+	}
+}
+
+// changeLog is a whole-set target that records the keys each Sync's
+// changes listed.
+type changeLog struct {
+	mu    sync.Mutex
+	syncs [][]string
+}
+
+func (c *changeLog) Sync(_ context.Context, _ statedb.ReadTxn, _ iter.Seq2[*testObject, statedb.Revision], changes iter.Seq[reconciler.Change[*testObject]]) error {
+	var keys []string
+	for ch := range changes {
+		keys = append(keys, ch.Object.ID)
+	}
+	sort.Strings(keys)
+	c.mu.Lock()
+	c.syncs = append(c.syncs, keys)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *changeLog) last() (int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.syncs) == 0 {
+		return 0, nil
+	}
+	return len(c.syncs), c.syncs[len(c.syncs)-1]
+}
+
+// TestOwnershipNewTermSyncsEverything: a whole-set reconciler that leads
+// again after another replica led begins its term with a Sync that lists
+// every object, as a run's first Sync does: the other leader may have
+// changed the target meanwhile.
+func TestOwnershipNewTermSyncsEverything(t *testing.T) {
+	f, ctx := startFixture(t, 10*time.Second)
+	f.markInit()
+	own := newFakeOwnership(func(string) bool { return true })
+	target := &changeLog{}
+	cfg := testConfig(f, nil, reconciler.Config[*testObject]{Ownership: own,
+		SyncDebounce: reconciler.Trailing(time.Millisecond, time.Millisecond)})
+	cfg.Operations, cfg.SyncOperations = nil, target
+	r := mustNew(t, f, cfg)
+	rev := f.insert(t, &testObject{ID: "a", Status: reconciler.StatusPending()}, &testObject{ID: "b", Status: reconciler.StatusPending()})
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	rev = f.insert(t, &testObject{ID: "c", Status: reconciler.StatusPending()})
+	if err := r.WaitUntilSettled(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, keys := target.last(); !slices.Equal(keys, []string{"c"}) {
+		t.Fatalf("a Sync within the term listed %v, want [c]", keys)
+	}
+
+	own.Own(func(string) bool { return false })
+	f.waitFor(ctx, t, "standby", func() bool { return r.Status().Objects.Unowned == 3 })
+	n, _ := target.last()
+	own.Own(func(string) bool { return true })
+	f.waitFor(ctx, t, "the new term's first Sync", func() bool { m, _ := target.last(); return m > n })
+	if _, keys := target.last(); !slices.Equal(keys, []string{"a", "b", "c"}) {
+		t.Errorf("the new term's first Sync listed %v, want every object [a b c]", keys)
 	}
 }

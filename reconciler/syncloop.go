@@ -259,16 +259,30 @@ func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now t
 }
 
 // leading reports whether this replica syncs: always without
-// Config.Ownership, else while it owns the whole set.
+// Config.Ownership, else while it owns the whole set. A loss of the lead
+// and a regain that both come before the loop looks again are not seen as
+// a new term (Ownership has no term to compare); a lead lost for less than
+// a step is rare, and its Syncs were fenced meanwhile.
 func (s *syncLoop[Obj]) leading() bool {
 	return s.cfg.Ownership == nil || s.cfg.Ownership.Owns(nil)
+}
+
+// standby notes that another replica leads: it may change the target
+// meanwhile, so this replica's next term begins with a Sync at once that
+// lists every object, as a run's first Sync does.
+func (s *syncLoop[Obj]) standby() {
+	s.synced, s.fullWanted = false, true
 }
 
 // nextSync is when the next Sync may start, if one is wanted: a full
 // reconciliation at once, new requests after their debounce (and, while
 // the target is down, not before the retry), failed ones at their retry.
 func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
-	if s.running != nil || s.suspended() || !s.leading() {
+	if !s.leading() {
+		s.standby()
+		return time.Time{}, false
+	}
+	if s.running != nil || s.suspended() {
 		return time.Time{}, false
 	}
 	if ok, wait := s.desiredComplete(s.db, s.cfg.Table, s.cfg.InitialPruneDelay, s.log); !ok {

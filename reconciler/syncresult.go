@@ -50,6 +50,7 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 		for _, r := range mine {
 			s.work.untake(r)
 		}
+		s.standby()
 		return
 	}
 	failed, whole := s.perObject(err)
