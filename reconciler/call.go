@@ -11,24 +11,32 @@ import (
 // call runs one operation with the operation timeout and turns a panic into
 // an error wrapping ErrPanic. When the deadline passes while fn still runs,
 // overrun is called (on the timer's goroutine; call returns only once it
-// has): the loop counts the attempt as failed from then on. The stack of a
-// panic is logged when a key first panics (failures == 0), not on every
-// retry.
+// has): the loop counts the attempt as failed from then on, and call
+// returns ErrTimeout whatever fn returns, nil included, so that a late
+// result reads the same whichever of the two the loop sees first. The
+// stack of a panic is logged when a key first panics (failures == 0), not
+// on every retry.
 func (r *reconciler[Obj]) call(ctx context.Context, overrun func(), op Op, key string, failures int, fn func(context.Context) error) (err error) {
 	if r.cfg.OperationTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, r.cfg.OperationTimeout)
 		defer cancel()
-		decided := make(chan struct{})
+		overran, decided := false, make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			defer close(decided)
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				overran = true
 				overrun()
 			}
 		})
+		// Deferred before the recover below, so it runs after it: it
+		// has the last word on err.
 		defer func() {
 			if !stop() {
 				<-decided // overrun ran (or runs): let it finish deciding
+			}
+			if overran {
+				err = timeoutError(op, r.cfg.OperationTimeout)
 			}
 		}()
 	}
@@ -46,9 +54,8 @@ func (r *reconciler[Obj]) call(ctx context.Context, overrun func(), op Op, key s
 	}()
 	err = safeErr(op, fn(ctx))
 	if err != nil && r.cfg.OperationTimeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// The same error whether the operation returned at its deadline
-		// or the loop gave up on it there (overrun): which came first is
-		// a race, and the status must not depend on it.
+		// Failed at its deadline, most often of it, before overrun
+		// could run: the same error as if the loop had given up first.
 		err = timeoutError(op, r.cfg.OperationTimeout)
 	}
 	return err

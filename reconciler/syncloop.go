@@ -78,7 +78,7 @@ type syncLoop[Obj comparable] struct {
 
 	running   *syncRun[Obj]
 	done      chan *syncRun[Obj] // the running Sync's result; capacity one
-	overdue   chan struct{}      // the running Sync passed OperationTimeout
+	overdue   chan *syncRun[Obj] // a Sync passed OperationTimeout; capacity one
 	isOverdue bool
 	wg        sync.WaitGroup
 	taken     []*request[Obj] // reused from Sync to Sync
@@ -116,7 +116,7 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLo
 		status:     newHealthState(),
 		failLog:    newFailureLog(r.log),
 		done:       make(chan *syncRun[Obj], 1),
-		overdue:    make(chan struct{}, 1),
+		overdue:    make(chan *syncRun[Obj], 1),
 		// The first Sync runs once the table is initialized, even with
 		// nothing in it: the target must then be emptied.
 		fullWanted: true,
@@ -209,8 +209,8 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 		s.fullWanted = true
 	case run := <-s.done:
 		s.finishSync(ctx, run, time.Now())
-	case <-s.overdue:
-		s.syncOverdue(ctx, time.Now())
+	case run := <-s.overdue:
+		s.syncOverdue(ctx, run, time.Now())
 	case <-s.wake:
 		s.dirty = true
 	case <-s.next.c():

@@ -24,10 +24,9 @@ func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now t
 // syncOverdue records that the running Sync passed OperationTimeout: it
 // fails with ErrTimeout now, though it keeps its place (no second Sync
 // may run beside it) until it returns.
-func (s *syncLoop[Obj]) syncOverdue(ctx context.Context, now time.Time) {
-	run := s.running
-	if run == nil || run.settled {
-		return
+func (s *syncLoop[Obj]) syncOverdue(ctx context.Context, run *syncRun[Obj], now time.Time) {
+	if run != s.running || run.settled {
+		return // its result came first, with ErrTimeout
 	}
 	s.isOverdue, s.dirty, run.settled = true, true, true
 	s.settleRun(ctx, run, timeoutError(OpSync, s.cfg.OperationTimeout), s.cfg.OperationTimeout, now)

@@ -46,6 +46,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 // and a panic becomes an error.
 func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 	defer s.wg.Done()
+	loopCtx := ctx
 	if run.all {
 		// Nothing is known of what an earlier run applied: every object.
 		for obj, rev := range s.cfg.Table.All(run.txn) {
@@ -64,19 +65,22 @@ func (s *syncLoop[Obj]) execute(ctx context.Context, run *syncRun[Obj]) {
 		ctx = opCtx
 	}
 	start := time.Now()
-	run.err = s.call(ctx, s.overrun, OpSync, "", run.failures, func(ctx context.Context) error {
+	run.err = s.call(ctx, func() { s.overrun(loopCtx, run) }, OpSync, "", run.failures, func(ctx context.Context) error {
 		return s.cfg.SyncOperations.Sync(ctx, run.txn, s.cfg.Table.All(run.txn), slices.Values(run.changes))
 	})
 	run.dur = time.Since(start)
 	s.done <- run // never blocks: one Sync at a time
 }
 
-// overrun is called when the Sync passed OperationTimeout without
-// returning. It keeps its place (no second Sync may run beside it); health
-// says so until it returns.
-func (s *syncLoop[Obj]) overrun() {
+// overrun is called when run passed OperationTimeout without returning.
+// It keeps its place (no second Sync may run beside it); health says so
+// until it returns. The signal names its run: the loop may take run's
+// result first (call returns ErrTimeout then too) and start the next
+// Sync before it reads the signal, which must not fail that one. The
+// loop always reads the signals, until it stops.
+func (s *syncLoop[Obj]) overrun(ctx context.Context, run *syncRun[Obj]) {
 	select {
-	case s.overdue <- struct{}{}:
-	default:
+	case s.overdue <- run:
+	case <-ctx.Done():
 	}
 }
