@@ -8,7 +8,18 @@ type timer struct {
 	t     *time.Timer
 	armed bool
 	at    time.Time
+	// fine is set for a timer whose short waits must not be rounded up
+	// to Go's millisecond sleeps (fineclock_linux.go): waits under
+	// fineBelow then go to fc, opened at the first such wait.
+	fine   bool
+	fc     *fineClock
+	onFine bool // armed on fc
 }
+
+// fineBelow is the longest wait a fine timer hands to its fineClock: a
+// longer one is late by the runtime's granularity, a millisecond, which
+// is small against it.
+const fineBelow = 2 * time.Millisecond
 
 // arm makes the timer fire after d, unless it is already armed to fire
 // earlier.
@@ -22,8 +33,21 @@ func (t *timer) armAt(at time.Time) {
 	if t.armed && !at.Before(t.at) {
 		return
 	}
+	t.disarm()
 	t.armed, t.at = true, at
 	d := time.Until(at)
+	if t.fine && d < fineBelow {
+		if t.fc == nil {
+			if t.fc = newFineClock(); t.fc == nil {
+				t.fine = false // no timerfd: time.Timer it is
+			}
+		}
+		if t.fc != nil {
+			t.onFine = true
+			t.fc.set(d)
+			return
+		}
+	}
 	if t.t == nil {
 		t.t = time.NewTimer(d)
 	} else {
@@ -33,22 +57,39 @@ func (t *timer) armAt(at time.Time) {
 
 // disarm stops the timer.
 func (t *timer) disarm() {
-	if t.armed {
-		t.t.Stop()
-		t.armed = false
+	if !t.armed {
+		return
 	}
+	if t.onFine {
+		t.fc.stop()
+	} else {
+		t.t.Stop()
+	}
+	t.armed, t.onFine = false, false
 }
 
 // c is the channel to select on: nil when unarmed.
 func (t *timer) c() <-chan time.Time {
-	if !t.armed {
+	switch {
+	case !t.armed:
 		return nil
+	case t.onFine:
+		return t.fc.c
 	}
 	return t.t.C
 }
 
 // fired marks the timer as no longer armed after its channel fired.
-func (t *timer) fired() { t.armed = false }
+func (t *timer) fired() { t.armed, t.onFine = false, false }
+
+// close disarms the timer and releases its fineClock.
+func (t *timer) close() {
+	t.disarm()
+	if t.fc != nil {
+		t.fc.close()
+		t.fc = nil
+	}
+}
 
 // loopTimers are the loop's wake-ups that are not channels of their own.
 type loopTimers struct {
@@ -60,10 +101,14 @@ type loopTimers struct {
 	health  timer // a postponed health report is due
 }
 
-func newLoopTimers() *loopTimers { return &loopTimers{} }
+// newLoopTimers returns the loop's timers. The round limiter's waits are
+// a millisecond or less at the rates users pace rounds at, and every
+// change that comes while rounds are paced waits one: the round timer is
+// fine.
+func newLoopTimers() *loopTimers { return &loopTimers{round: timer{fine: true}} }
 
 func (ts *loopTimers) stop() {
 	for _, t := range []*timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh, &ts.health} {
-		t.disarm()
+		t.close()
 	}
 }

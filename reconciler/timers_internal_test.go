@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -34,5 +35,46 @@ func TestTimerArmAt(t *testing.T) {
 	case <-tm.c():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the earlier deadline did not fire")
+	}
+}
+
+// A fine timer hands short waits to its fineClock (on Linux) and long ones
+// to time.Timer, re-arming across the two; close releases the clock (the
+// package's goleak check sees its goroutine end).
+func TestFineTimer(t *testing.T) {
+	tm := timer{fine: true}
+	defer tm.close()
+	waitFire := func(what string) {
+		t.Helper()
+		select {
+		case <-tm.c():
+			tm.fired()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not fire", what)
+		}
+	}
+	tm.armAt(time.Now().Add(200 * time.Microsecond))
+	if runtime.GOOS == "linux" && !tm.onFine {
+		t.Fatal("a short wait is not on the fine clock")
+	}
+	waitFire("a short wait")
+
+	tm.armAt(time.Now().Add(time.Hour))
+	if tm.onFine {
+		t.Fatal("a long wait is on the fine clock")
+	}
+	tm.armAt(time.Now().Add(100 * time.Microsecond)) // earlier: replaces the hour
+	waitFire("a short wait armed over a long one")
+	tm.armAt(time.Now().Add(-time.Second))
+	waitFire("a deadline in the past")
+
+	tm.armAt(time.Now().Add(time.Millisecond))
+	tm.disarm()
+	if tm.c() != nil {
+		t.Fatal("a disarmed timer has a channel")
+	}
+	tm.close()
+	if tm.fc != nil {
+		t.Fatal("close kept the fine clock")
 	}
 }
