@@ -61,7 +61,10 @@
 // time, on a goroutine of its own that owns nothing but the syncRun it was
 // handed (its snapshot and its changes) until it hands it back. A Sync past
 // OperationTimeout fails its requests with ErrTimeout at the deadline and
-// keeps its place until it returns; its result is then discarded.
+// keeps its place until it returns; its result is then discarded, whether
+// the loop reads it before or after the deadline's signal. The round
+// timer's short waits go to a timerfd read by a goroutine of its own
+// (fineclock_linux.go), which owns nothing but the fd and only signals.
 //
 // # Whole-set targets
 //

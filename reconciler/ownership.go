@@ -19,7 +19,11 @@ import "context"
 //
 // Prune is still given every desired object: a sharded target's Prune
 // must remove only what this replica owns (ask Owns). A whole-set
-// reconciler is leader-only: it syncs while Owns(nil) holds.
+// reconciler is leader-only: it syncs while Owns(nil) holds, and each term
+// it leads after another replica did begins at once with a Sync whose
+// changes list every object, as a run's first Sync does. A key (or the
+// lead) lost and owned again before the reconciler looks at Changed again
+// looks to it like no change.
 type Ownership interface {
 	// Owns reports whether this replica owns the object with primary key
 	// key now. It is called for every change the reconciler reads, so it

@@ -8,7 +8,10 @@
 // session lease of Config.TTL. The elected one resumes the reconcilers it
 // governs (Govern; construct them with StartSuspended); the others keep
 // them suspended but warm: their tables are fed and their outstanding work
-// is known, so a new leader starts operations at once.
+// is known, so a new leader starts operations at once. A whole-set
+// reconciler whose Config.Ownership is the Elector begins each term it
+// wins after another replica's with a Sync whose changes list every
+// object: the other leader may have changed the target meanwhile.
 //
 // After every Campaign the elector checks, in one etcd read, that its key
 // still exists with the revision Campaign created it at and is the oldest
