@@ -56,7 +56,6 @@ func (l *loop[Obj]) disown(r *request[Obj]) {
 func (l *loop[Obj]) ownershipChanged() {
 	for key, ch := range l.parked {
 		if l.ownsKey(key) {
-			l.unpark(key)
 			l.regain(key, ch, l.readTo+1)
 		}
 	}
@@ -74,12 +73,13 @@ func (l *loop[Obj]) ownershipChanged() {
 	l.work.dirty = true
 }
 
-// regain makes a request of the latest change of a key that was parked and
-// is owned now, whatever its status: a delete, a Pending or Refreshing
+// regain unparks a key that is owned now and makes a request of its
+// latest change, whatever its status: a delete, a Pending or Refreshing
 // object, an object whose last attempt here failed (it is retried at once),
 // or one Done here before (applied again). It reports whether it queued
 // the request for the next round (a retry is due at once instead).
 func (l *loop[Obj]) regain(key string, ch change[Obj], askedAt statedb.Revision) bool {
+	l.unpark(key)
 	if ch.deleted {
 		l.work.add(key, ch, Status{}, askedAt, l.now)
 		return true

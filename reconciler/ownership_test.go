@@ -160,10 +160,10 @@ func TestOwnershipFiltersOutstandingWork(t *testing.T) {
 
 }
 
-// TestOwnershipRegainedDoneIsAppliedAgain: a key Done here under an
-// earlier ownership is applied again when it is owned again (its owner
-// meanwhile may have changed the target); a key owned throughout is not.
-func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
+// startBGivenAway starts a reconciler that owns every key, has a and b
+// Done, and then gives b away (Own: only a), and waits until b is parked.
+func startBGivenAway(t *testing.T) (*fixture, context.Context, *fakeOwnership, *scriptedOps, reconciler.Reconciler[*testObject]) {
+	t.Helper()
 	f, ctx := startFixture(t, 10*time.Second)
 	f.markInit()
 	own := newFakeOwnership(func(string) bool { return true })
@@ -175,6 +175,14 @@ func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
 	}
 	own.Own(func(key string) bool { return key == "a" })
 	f.waitFor(ctx, t, "b given away", func() bool { return r.Status().Objects.Unowned == 1 })
+	return f, ctx, own, ops, r
+}
+
+// TestOwnershipRegainedDoneIsAppliedAgain: a key Done here under an
+// earlier ownership is applied again when it is owned again (its owner
+// meanwhile may have changed the target); a key owned throughout is not.
+func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
+	f, ctx, own, ops, r := startBGivenAway(t)
 	own.Own(func(string) bool { return true })
 	f.waitFor(ctx, t, "b applied again", func() bool { return ops.count("b") == 2 })
 	f.waitFor(ctx, t, "Status() counting 2 Done", func() bool {
@@ -191,17 +199,7 @@ func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
 // the key, as the walk at Changed would have: it was parked there, and a
 // Done read from it must not end its re-application.
 func TestOwnershipRegainedBeforeChangedIsApplied(t *testing.T) {
-	f, ctx := startFixture(t, 10*time.Second)
-	f.markInit()
-	own := newFakeOwnership(func(string) bool { return true })
-	ops := newScriptedOps(func(context.Context, string, int, *testObject) error { return nil })
-	r := mustNew(t, f, testConfig(f, ops, reconciler.Config[*testObject]{Concurrency: 4, Ownership: own}))
-	rev := f.insert(t, &testObject{ID: "a", Status: reconciler.StatusPending()}, &testObject{ID: "b", Status: reconciler.StatusPending()})
-	if err := r.WaitUntilSettled(ctx, rev); err != nil {
-		t.Fatal(err)
-	}
-	own.Own(func(key string) bool { return key == "a" })
-	f.waitFor(ctx, t, "b given away", func() bool { return r.Status().Objects.Unowned == 1 })
+	f, ctx, own, ops, r := startBGivenAway(t)
 
 	// Owned again; b changes (data only, its Done kept) before Changed.
 	own.ownQuietly(func(string) bool { return true })

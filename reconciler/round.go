@@ -83,7 +83,6 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 			// Owned again, and read before Changed is: regained here,
 			// as ownershipChanged would have, with this newer change.
 			// Read as any other change, a Done would ask for nothing.
-			l.unpark(key)
 			return l.regain(key, ch, askedAt)
 		}
 	}
