@@ -151,10 +151,16 @@ func TestOwnershipFiltersOutstandingWork(t *testing.T) {
 	if err := r.WaitUntilSettled(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
-	own.mu.Lock()
-	released := own.released
-	own.mu.Unlock()
-	if released != 5 {
+	// b-slow's claim is released when its cancelled operation returns, on
+	// the worker: it is no outstanding work, so the wait above does not
+	// wait for it.
+	releasedClaims := func() int {
+		own.mu.Lock()
+		defer own.mu.Unlock()
+		return own.released
+	}
+	f.waitFor(ctx, t, "b-slow's claim released", func() bool { return releasedClaims() >= 5 })
+	if released := releasedClaims(); released != 5 {
 		t.Errorf("%d claims released, want one per operation (5)", released)
 	}
 
