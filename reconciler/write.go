@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -44,6 +45,20 @@ type written struct {
 	at       time.Time
 }
 
+// yieldEvery is how many status writes a long write transaction makes
+// between yields of its processor, when there are more workers than
+// processors. A commit of hundreds of writes holds a processor for about
+// a millisecond; operations whose I/O completes meanwhile (hundreds, at
+// Concurrency 256) queue behind it, and the workers idle for it. A
+// yield lets them run first. It costs the table's other writers a little
+// longer wait for the write lock, and is left out with few workers: at
+// Concurrency 1 it cost noop-1m 8% (it gives the processor to the loop
+// and the inserters, which wait for this transaction anyway). Measured
+// at Concurrency 256 (slow-1ms/c256), medians of 45 runs without and
+// with: 142k against 149k objects/s, and 155k against 157k in a second
+// set.
+const yieldEvery = 64
+
 // writeAll makes the writes in one write transaction and returns what it
 // wrote (nothing, and a zero time, when there was nothing to write). When
 // ctx has ended it aborts and reports false: nothing is written after
@@ -56,10 +71,14 @@ func (r *reconciler[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj
 	if len(writes) == 0 {
 		return written{from: 1}, true
 	}
+	yield := r.cfg.Concurrency > runtime.GOMAXPROCS(0)
 	wtxn := r.db.WriteTxn(r.cfg.Table)
 	from := r.cfg.Table.Revision(wtxn) + 1
 	for i := range writes {
 		writes[i].outcome = r.writeStatus(wtxn, &writes[i])
+		if yield && i%yieldEvery == yieldEvery-1 {
+			runtime.Gosched()
+		}
 	}
 	if ctx.Err() != nil {
 		wtxn.Abort()
