@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/cilium/hive v1.0.4
-	github.com/cilium/statedb v0.8.3
+	github.com/cilium/statedb v0.9.4
 	github.com/fsnotify/fsnotify v1.7.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/common v0.66.1

@@ -256,8 +256,9 @@ func TestStatusIndexFromObject(t *testing.T) {
 	statusIdx := index.NewStatusIndex("", func(o *testObj) reconciler.Status { return o.Status })
 	obj := &testObj{ID: "a", Status: reconciler.StatusDone()}
 	ks := statusIdx.FromObject(obj)
-	if !ks.First().Equal(reconciler.StatusKindDone.Key()) || !ks.Exists(reconciler.StatusKindDone.Key()) || ks.Exists(reconciler.StatusKindError.Key()) {
-		t.Errorf("FromObject keys = %q", ks.First())
+	first, ok := ks.First()
+	if !ok || !first.Equal(reconciler.StatusKindDone.Key()) || !ks.Exists(reconciler.StatusKindDone.Key()) || ks.Exists(reconciler.StatusKindError.Key()) {
+		t.Errorf("FromObject keys = %q", first)
 	}
 	if !statusIdx.FromKey(reconciler.StatusKindError).Equal(reconciler.StatusKindError.Key()) {
 		t.Errorf("FromKey(Error) != StatusKindError.Key()")
@@ -272,8 +273,8 @@ func TestStatusIndexFromObjectKinds(t *testing.T) {
 	for k := range 256 {
 		kind := reconciler.StatusKind(k)
 		ks := statusIdx.FromObject(&testObj{ID: "a", Status: reconciler.Status{Kind: kind}})
-		if !ks.First().Equal(kind.Key()) {
-			t.Errorf("kind %d: FromObject key %q, want %q", k, ks.First(), kind.Key())
+		if first, ok := ks.First(); !ok || !first.Equal(kind.Key()) {
+			t.Errorf("kind %d: FromObject key %q, want %q", k, first, kind.Key())
 		}
 		n := 0
 		ks.Foreach(func(sdbindex.Key) { n++ })

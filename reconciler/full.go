@@ -149,7 +149,7 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 func (l *loop[Obj]) repairTouched(now time.Time) {
 	wtxn := l.db.WriteTxn(l.cfg.Table)
 	for key, old := range l.full.repair {
-		obj, rev, found := l.cfg.Table.Get(wtxn, l.primary.QueryFromObject(old))
+		obj, rev, found := l.cfg.Table.Get(wtxn, l.queryOf(old))
 		if found && l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
 			if r := l.work.byKey[key]; r != nil && (r.running != 0 || r.state == stCommitting) {
 				continue // may have applied before the prune removed it; or its Done is being written
@@ -216,7 +216,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	defer wtxn.Abort()
 	var objs func(func(Obj, statedb.Revision) bool)
 	if l.refresh.started {
-		objs = l.cfg.Table.LowerBound(wtxn, l.primary.QueryFromObject(l.refresh.last))
+		objs = l.cfg.Table.LowerBound(wtxn, l.queryOf(l.refresh.last))
 	} else {
 		objs = l.cfg.Table.All(wtxn)
 	}

@@ -188,7 +188,19 @@ func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
 
 // keyOf returns obj's primary key as a string without copying it: statedb
 // keys are never mutated once made, so viewing the bytes as a string is safe.
+//
+// An object without a primary key yields "". statedb stores no such object
+// (since v0.9 its insert of one is a no-op), so every object the loops read
+// from the table has a key; the one place a keyless object can appear is
+// what Config.SetObjectStatus returns, and the status write checks that
+// (writeKeyChanged), reporting it as a misconfiguration on the object.
 func (r *reconciler[Obj]) keyOf(obj Obj) string {
-	k := r.primary.ObjectToKey(obj)
+	k, _ := r.primary.ObjectToKey(obj)
 	return unsafe.String(unsafe.SliceData(k), len(k))
+}
+
+// queryOf returns the primary-key query for obj (see keyOf).
+func (r *reconciler[Obj]) queryOf(obj Obj) statedb.Query[Obj] {
+	q, _ := r.primary.QueryFromObject(obj)
+	return q
 }

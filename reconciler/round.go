@@ -142,7 +142,7 @@ func (w *work[Obj]) decide(key string, ch change[Obj], st Status, askedAt, start
 // onRetry queues a due retry, unless the object moved on meanwhile: then
 // the change iterator delivers what supersedes it.
 func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time) bool {
-	cur, rev, found := l.cfg.Table.Get(txn, l.primary.QueryFromObject(r.obj))
+	cur, rev, found := l.cfg.Table.Get(txn, l.queryOf(r.obj))
 	if r.deleted != !found {
 		// Inserted again (for a failed delete) or deleted (for an
 		// update): the change that did it is not read yet.

@@ -111,7 +111,7 @@ func (s *syncLoop[Obj]) unchangedFailures(run *syncRun[Obj], failed map[string]O
 		if s.work.byKey[key] != nil {
 			continue // ours were judged; a newer request covers it
 		}
-		obj, rev, found := s.cfg.Table.Get(run.txn, s.primary.QueryFromObject(f.Object))
+		obj, rev, found := s.cfg.Table.Get(run.txn, s.queryOf(f.Object))
 		if !found {
 			continue
 		}

@@ -206,7 +206,7 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 			return writeSuperseded // deleted meanwhile: the delete follows
 		}
 	}
-	cur, rev, found := r.cfg.Table.Get(wtxn, r.primary.QueryFromObject(w.obj))
+	cur, rev, found := r.cfg.Table.Get(wtxn, r.queryOf(w.obj))
 	if !found || !sameStatus(r.cfg.GetObjectStatus(cur), w.expect) {
 		return writeSuperseded
 	}

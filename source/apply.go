@@ -92,7 +92,7 @@ type transformed[Obj any] struct {
 // absent reports whether none of objs is in the table at txn.
 func (w *writer[Item, Obj]) absent(txn statedb.ReadTxn, objs []Obj) bool {
 	for _, o := range objs {
-		if _, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o)); found {
+		if _, found := w.get(txn, o); found {
 			return false
 		}
 	}
@@ -106,7 +106,30 @@ func (w *writer[Item, Obj]) transform(key string, item Item) (objs []Obj, err er
 			err = fmt.Errorf("transform panicked: %v", p)
 		}
 	}()
-	return w.cfg.Transform(key, item)
+	objs, err = w.cfg.Transform(key, item)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if _, ok := w.pk.ObjectToKey(o); !ok {
+			return nil, fmt.Errorf("%w in table %s: %+v", ErrNoPrimaryKey, w.cfg.Table.Name(), o)
+		}
+	}
+	return objs, nil
+}
+
+// keyOf returns o's primary key. transform admits only objects that have
+// one, and the rows read back from the table have one too.
+func (w *writer[Item, Obj]) keyOf(o Obj) []byte {
+	k, _ := w.pk.ObjectToKey(o)
+	return k
+}
+
+// get looks o's row up by its primary key.
+func (w *writer[Item, Obj]) get(txn statedb.ReadTxn, o Obj) (Obj, bool) {
+	q, _ := w.pk.QueryFromObject(o)
+	cur, _, found := w.cfg.Table.Get(txn, q)
+	return cur, found
 }
 
 // unchanged reports whether objs are what key produced last (by
@@ -120,7 +143,7 @@ func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, old, objs []Obj) bool
 		if !w.cfg.Equal(old[i], o) {
 			return false
 		}
-		cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+		cur, found := w.get(txn, o)
 		if !found || !w.cfg.Equal(cur, o) {
 			return false
 		}
@@ -158,12 +181,12 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 		var cur Obj
 		found := false
 		if !t.absent || !w.trustAbsent {
-			cur, _, found = w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+			cur, found = w.get(txn, o)
 		}
 		switch {
 		case found && w.cfg.Equal(cur, o):
 		case found && w.cfg.Owns != nil && !w.cfg.Owns(cur) && !w.ownedKey(old, o):
-			conflict = fmt.Errorf("%w: %s", ErrOwnedByOther, printable(w.pk.ObjectToKey(o)))
+			conflict = fmt.Errorf("%w: %s", ErrOwnedByOther, printable(w.keyOf(o)))
 			continue
 		default:
 			if w.cfg.Pending != nil {
@@ -205,9 +228,9 @@ func (w *writer[Item, Obj]) apply(txn statedb.WriteTxn, t transformed[Obj]) (c c
 
 // ownedKey reports whether objs has an object with o's primary key.
 func (w *writer[Item, Obj]) ownedKey(objs []Obj, o Obj) bool {
-	k := w.pk.ObjectToKey(o)
+	k := w.keyOf(o)
 	for _, x := range objs {
-		if bytes.Equal(w.pk.ObjectToKey(x), k) {
+		if bytes.Equal(w.keyOf(x), k) {
 			return true
 		}
 	}
@@ -217,10 +240,10 @@ func (w *writer[Item, Obj]) ownedKey(objs []Obj, o Obj) bool {
 // deleteOwned deletes o's row unless Config.Owns says it is no longer
 // this source's (another writer replaced it).
 func (w *writer[Item, Obj]) deleteOwned(txn statedb.WriteTxn, o Obj) int {
-	if w.producers[string(w.pk.ObjectToKey(o))] > 0 {
+	if w.producers[string(w.keyOf(o))] > 0 {
 		return 0 // another item of this source produces it now
 	}
-	cur, _, found := w.cfg.Table.Get(txn, w.pk.QueryFromObject(o))
+	cur, found := w.get(txn, o)
 	if !found || (w.cfg.Owns != nil && !w.cfg.Owns(cur)) {
 		return 0
 	}
@@ -236,7 +259,7 @@ func (w *writer[Item, Obj]) produce(objs []Obj, d int) {
 		w.producers = map[string]int{}
 	}
 	for _, o := range objs {
-		k := string(w.pk.ObjectToKey(o))
+		k := string(w.keyOf(o))
 		if n := w.producers[k] + d; n > 0 {
 			w.producers[k] = n
 		} else {

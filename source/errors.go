@@ -27,4 +27,10 @@ var (
 	// key of a row that Config.Owns says belongs to another writer. The
 	// row is left as it is.
 	ErrOwnedByOther = errors.New("row is owned by another writer")
+
+	// ErrNoPrimaryKey is reported for an item whose Transform returned an
+	// object the table's primary index gives no key: statedb would drop
+	// such an insert without a word. It is a bug in Transform or in the
+	// index; the item keeps the objects it produced before.
+	ErrNoPrimaryKey = errors.New("object has no primary key")
 )

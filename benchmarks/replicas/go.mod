@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/cilium/hive v1.0.4
-	github.com/cilium/statedb v0.8.3
+	github.com/cilium/statedb v0.9.4
 	github.com/converge-go/converge v0.0.0
 	github.com/converge-go/converge/etcd v0.0.0
 	github.com/prometheus/client_golang v1.23.2
