@@ -54,18 +54,72 @@ func NewStatusSet() StatusSet {
 // Pending returns a copy of the set for an object whose data changed: a
 // fresh ID, created now, and every name that the set holds made Pending
 // with that ID (names are kept so String shows who still has to act).
-func (s StatusSet) Pending() StatusSet {
+//
+// names adds reconcilers that must act on the object although the set
+// does not hold them yet, as statedb's StatusSet.Pending(names...) does:
+// a new object that two reconcilers serve is written with
+// NewStatusSet().Pending("a", "b"), so that IsDone, String and anything
+// reading the held statuses count both as outstanding before either has
+// run. Repeated names are added once; the receiver and names are left
+// unchanged. (Get reports an absent name as Pending either way.)
+func (s StatusSet) Pending(names ...string) StatusSet {
 	out := StatusSet{id: newStatusID(), createdAt: time.Now()}
-	if len(s.statuses) > 0 {
-		out.statuses = make([]namedStatus, len(s.statuses))
+	pending := Status{Kind: StatusKindPending, UpdatedAt: out.createdAt, ID: out.id}
+	if len(s.statuses)+len(names) > 0 {
+		out.statuses = make([]namedStatus, len(s.statuses), len(s.statuses)+len(names))
 		for i, ns := range s.statuses {
-			out.statuses[i] = namedStatus{
-				name:   ns.name,
-				status: Status{Kind: StatusKindPending, UpdatedAt: out.createdAt, ID: out.id},
-			}
+			out.statuses[i] = namedStatus{name: ns.name, status: pending}
+		}
+	}
+	for _, name := range names {
+		if i, found := out.search(name); !found {
+			out.statuses = slices.Insert(out.statuses, i, namedStatus{name: name, status: pending})
 		}
 	}
 	return out
+}
+
+// Delete returns a copy of the set without name's entry, for a reconciler
+// that no longer serves the object (statedb's StatusSet.Delete): IsDone
+// and IsPendingOrRefreshing stop counting it, and a later Pending() makes
+// it Pending again only if name is passed to it. Deleting a name the set
+// does not hold returns the set unchanged. The receiver is left unchanged.
+func (s StatusSet) Delete(name string) StatusSet {
+	i, found := s.search(name)
+	if !found {
+		return s
+	}
+	out := make([]namedStatus, len(s.statuses)-1)
+	copy(out, s.statuses[:i])
+	copy(out[i:], s.statuses[i+1:])
+	s.statuses = out
+	return s
+}
+
+// IsPendingOrRefreshing reports whether a reconciler the set holds still
+// has to act: one of its held statuses is Pending or Refreshing. Names
+// the set does not hold are not counted (statedb's meaning), so an empty
+// set reports false.
+func (s *StatusSet) IsPendingOrRefreshing() bool {
+	for _, ns := range s.statuses {
+		if ns.status.Kind == StatusKindPending || ns.status.Kind == StatusKindRefreshing {
+			return true
+		}
+	}
+	return false
+}
+
+// IsDone reports whether every reconciler the set holds is Done. Names
+// the set does not hold are not counted (statedb's meaning), so an empty
+// set reports true: use Pending(names...) to make a new object wait for
+// the reconcilers that must act on it.
+func (s *StatusSet) IsDone() bool {
+	for _, ns := range s.statuses {
+		if ns.status.Kind != StatusKindDone {
+			return false
+		}
+	}
+	return true
 }
 
 // Set returns a copy of the set with name's status replaced by st (or
