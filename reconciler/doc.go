@@ -64,7 +64,9 @@
 // keeps its place until it returns; its result is then discarded, whether
 // the loop reads it before or after the deadline's signal. The round
 // timer's short waits go to a timerfd read by a goroutine of its own
-// (fineclock_linux.go), which owns nothing but the fd and only signals.
+// (fineclock_linux.go), which owns nothing but the fd and only signals;
+// inside a testing/synctest bubble, where time is fake, they go to
+// time.Timer like every other wait (timers.go, realClock).
 //
 // # Whole-set targets
 //

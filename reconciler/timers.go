@@ -21,6 +21,19 @@ type timer struct {
 // is small against it.
 const fineBelow = 2 * time.Millisecond
 
+// realClock reports whether Go's clock is the machine's: whether time.Now
+// carries a monotonic reading. Inside a testing/synctest bubble it does
+// not: time is the bubble's fake clock, which advances only when every
+// goroutine of the bubble is durably blocked. A fineClock there would be
+// wrong twice over: its kernel timer runs on real time, and its goroutine,
+// blocked reading a file descriptor, is not durably blocked, so the
+// bubble's clock would never advance (users' tests hung so). A timer that
+// sees a fake clock uses time.Timer, which the bubble fakes.
+func realClock() bool {
+	now := time.Now()
+	return now != now.Round(0) // Round(0) strips the monotonic reading
+}
+
 // arm makes the timer fire after d, unless it is already armed to fire
 // earlier.
 func (t *timer) arm(d time.Duration) { t.armAt(time.Now().Add(d)) }
@@ -36,6 +49,9 @@ func (t *timer) armAt(at time.Time) {
 	t.disarm()
 	t.armed, t.at = true, at
 	d := time.Until(at)
+	if t.fine && d < fineBelow && !realClock() {
+		t.fine = false // a fake clock: kernel timers would run on the wrong one
+	}
 	if t.fine && d < fineBelow {
 		if t.fc == nil {
 			if t.fc = newFineClock(); t.fc == nil {

@@ -3,6 +3,7 @@ package reconciler
 import (
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -77,4 +78,30 @@ func TestFineTimer(t *testing.T) {
 	if tm.fc != nil {
 		t.Fatal("close kept the fine clock")
 	}
+}
+
+// Inside a synctest bubble a fine timer's short waits go to time.Timer,
+// which the bubble fakes: no timerfd, no goroutine blocked on a file
+// descriptor, and the wait ends exactly when the bubble's clock says.
+func TestFineTimerInBubble(t *testing.T) {
+	if !realClock() {
+		t.Fatal("realClock is false outside a bubble")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		if realClock() {
+			t.Fatal("realClock is true inside a bubble")
+		}
+		tm := timer{fine: true}
+		defer tm.close()
+		start := time.Now()
+		tm.armAt(start.Add(300 * time.Microsecond))
+		if tm.onFine || tm.fc != nil {
+			t.Fatal("a short wait went to a fine clock inside a bubble")
+		}
+		<-tm.c()
+		tm.fired()
+		if got := time.Since(start); got != 300*time.Microsecond {
+			t.Fatalf("fired after %v of bubble time, want exactly 300µs", got)
+		}
+	})
 }
