@@ -17,19 +17,23 @@ import (
 // no reconciler: the table's limit, and the bare inserts of each side, whose
 // bytes noop-1m/reconciler-bytes subtracts.
 func noopWorkload(sz sizes) workload {
-	run := func(side string, prom bool) func(ctx context.Context) (measure, error) {
-		return func(ctx context.Context) (measure, error) { return runNoop(ctx, side, prom, sz) }
+	run := func(side string, opts rigOptions) func(ctx context.Context) (measure, error) {
+		return func(ctx context.Context) (measure, error) { return runNoop(ctx, side, opts, sz) }
 	}
+	bare := rigOptions{bare: true, last: uint64(sz.noopObjects - 1)}
 	insertsOnly := func(side string) func(ctx context.Context) (measure, error) {
 		return func(ctx context.Context) (measure, error) { return runInsertsOnly(ctx, side, sz) }
 	}
 	return workload{
 		name: "noop-1m",
 		variants: []variant{
-			{name: "converge", side: sideConverge, run: run(sideConverge, false)},
-			{name: "statedb", side: sideStatedb, run: run(sideStatedb, false)},
-			{name: "limit", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runLimit(ctx, sz) }},
-			{name: "converge-prometheus", side: sideConverge, run: run(sideConverge, true)},
+			{name: "converge", side: sideConverge, run: run(sideConverge, rigOptions{})},
+			{name: "statedb", side: sideStatedb, run: run(sideStatedb, rigOptions{})},
+			{name: "limit", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runLimit(ctx, rigOptions{}, sz) }},
+			{name: "converge-prometheus", side: sideConverge, run: run(sideConverge, rigOptions{prometheus: true})},
+			{name: "converge-bare", side: sideConverge, run: run(sideConverge, bare)},
+			{name: "statedb-bare", side: sideStatedb, run: run(sideStatedb, bare)},
+			{name: "limit-bare", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runLimit(ctx, bare, sz) }},
 			{name: "inserts-converge", side: sideLimit, run: insertsOnly(sideConverge)},
 			{name: "inserts-statedb", side: sideLimit, run: insertsOnly(sideStatedb)},
 		},
@@ -46,6 +50,12 @@ func noopWorkload(sz sizes) workload {
 			{name: "noop-1m/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUPerObject},
 			{name: "noop-1m/table-limit-bytes", unit: unitBytes, lowerBetter: true, ours: "converge", theirs: "limit", metric: metricBytes,
 				reference: "table limit"},
+			{name: "noop-1m/bare", unit: unitObjectsPerSec, ours: "converge-bare", theirs: "statedb-bare", metric: metricThroughput,
+				goal: &goal{desc: ">=1.10x statedb", met: func(o, t float64) bool { return o >= 1.1*t }}},
+			{name: "noop-1m/bare-table-limit", unit: unitObjectsPerSec, ours: "converge-bare", theirs: "limit-bare", metric: metricThroughput,
+				reference: "table limit",
+				goal:      &goal{desc: ">=0.97x limit", met: func(o, t float64) bool { return o >= 0.97*t }}},
+			{name: "noop-1m/bare-cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge-bare", theirs: "statedb-bare", metric: metricCPUPerObject},
 			{name: "noop-1m/prometheus", unit: unitObjectsPerSec, ours: "converge-prometheus", theirs: "converge", metric: metricThroughput,
 				reference: "no-op metrics",
 				goal:      &goal{desc: ">=0.95x no-op metrics", met: func(o, t float64) bool { return o >= 0.95*t }}},
@@ -55,10 +65,12 @@ func noopWorkload(sz sizes) workload {
 
 // runNoop inserts noopObjects Pending objects in transactions of
 // insertBatch and waits until every one is Done. Update does nothing. With
-// prom, converge reports to Prometheus metrics (the cost of metrics).
-func runNoop(ctx context.Context, side string, prom bool, sz sizes) (measure, error) {
+// opts.prometheus, converge reports to Prometheus metrics (the cost of
+// metrics); opts.bare is statedb's own benchmark's shape.
+func runNoop(ctx context.Context, side string, opts rigOptions, sz sizes) (measure, error) {
 	tg := newTarget()
-	r, err := startRig(ctx, side, rigOptions{target: tg, prometheus: prom})
+	opts.target = tg
+	r, err := startRig(ctx, side, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +127,8 @@ func runInsertsOnly(ctx context.Context, side string, sz sizes) (measure, error)
 // writes run in a goroutine of their own, pipelined with the inserts as a
 // reconciler's would be, and get the objects and revisions handed over
 // directly instead of reading them back from the table.
-func runLimit(ctx context.Context, sz sizes) (measure, error) {
-	r, err := newConvergeRig(ctx, rigOptions{})
+func runLimit(ctx context.Context, opts rigOptions, sz sizes) (measure, error) {
+	r, err := newConvergeRig(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,16 @@ type rigOptions struct {
 	preload     int  // objects inserted Done (and aged) before the hive starts
 	prometheus  bool // converge reports to Prometheus metrics instead of NopMetrics
 
+	// bare is statedb's own 1M-object benchmark's shape
+	// (statedb/reconciler/benchmark): a table with its primary index
+	// only, no status index, and "all Done" awaited on the last object
+	// inserted, whose Done means every earlier one is (both reconcile
+	// in revision order). With nothing else to pay for, a status write
+	// costs the table least, and the reconciler's own cost shows most.
+	bare bool
+	// last is the ID of the last object a bare run inserts.
+	last uint64
+
 	// render, when set, is a whole-set target used instead of target's
 	// operations (sync-storm): converge's SyncOperations, statedb's
 	// BatchOperations that render the whole table.
@@ -258,7 +268,7 @@ func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeOb
 	}
 	var rec reconciler.Reconciler[*convergeObject]
 	r.h = newHive(ctx, func(db *statedb.DB, p reconciler.Params) error {
-		table, err := statedb.NewTable(db, "bench-objects", convergeIDIndex, convergeStatusIndex)
+		table, err := newTable(db, opts.bare, convergeIDIndex, convergeStatusIndex)
 		if err != nil {
 			return err
 		}
@@ -270,6 +280,9 @@ func newConvergeRig(ctx context.Context, opts rigOptions) (*tableRig[*convergeOb
 		return err
 	})
 	r.waitAll = convergeWaitAll(r)
+	if opts.bare {
+		r.waitAll = r.waitLastDone(opts.last)
+	}
 	r.waitTried = func(ctx context.Context) error {
 		return waitNoneOf(ctx, r.db, r.table.ToTable(), convergeStatusIndex.Query(reconciler.StatusKindPending))
 	}
@@ -300,7 +313,7 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 	}
 	var rec sdbrec.Reconciler[*statedbObject]
 	r.h = newHive(ctx, func(db *statedb.DB, p sdbrec.Params) error {
-		table, err := statedb.NewTable(db, "bench-objects", statedbIDIndex, statedbStatusIndex)
+		table, err := newTable(db, opts.bare, statedbIDIndex, statedbStatusIndex)
 		if err != nil {
 			return err
 		}
@@ -323,6 +336,9 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 		return err
 	})
 	r.waitAll = statedbWaitAll(r)
+	if opts.bare {
+		r.waitAll = r.waitLastDone(opts.last)
+	}
 	r.waitTried = func(ctx context.Context) error {
 		return waitNoneOf(ctx, r.db, r.table.ToTable(), statedbStatusIndex.Query(sdbrec.StatusKindPending))
 	}
@@ -353,54 +369,4 @@ func registerStatedb(p sdbrec.Params, table statedb.RWTable[*statedbObject], ops
 		func(o *statedbObject, s sdbrec.Status) *statedbObject { o.Status = s; return o },
 		func(o *statedbObject) sdbrec.Status { return o.Status },
 		ops, batchOps, options...)
-}
-
-// convergeWaitAll returns a converge rig's waitAll: converge's own wait.
-func convergeWaitAll(r *tableRig[*convergeObject]) func(context.Context) error {
-	return func(ctx context.Context) error {
-		return reconciler.WaitForReconciliation(ctx, r.db, r.table.ToTable(), convergeStatusIndex)
-	}
-}
-
-// statedbWaitAll returns a statedb rig's waitAll: until no object is
-// Pending, Refreshing or in Error.
-func statedbWaitAll(r *tableRig[*statedbObject]) func(context.Context) error {
-	return func(ctx context.Context) error {
-		return waitNoneOf(ctx, r.db, r.table.ToTable(),
-			statedbStatusIndex.Query(sdbrec.StatusKindPending),
-			statedbStatusIndex.Query(sdbrec.StatusKindRefreshing),
-			statedbStatusIndex.Query(sdbrec.StatusKindError))
-	}
-}
-
-// waitNoneOf blocks until none of the queries matches an object, sleeping
-// on their watch channels. It is what reconciler.WaitForReconciliation
-// does, for statedb's status index: statedb v0.8.3 has no such function.
-func waitNoneOf[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Obj], queries ...statedb.Query[Obj]) error {
-	for {
-		txn := db.ReadTxn()
-		var watch <-chan struct{}
-		for _, q := range queries {
-			objs, w := table.ListWatch(txn, q)
-			if nonEmpty(objs) {
-				watch = w
-				break
-			}
-		}
-		if watch == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-watch:
-		}
-	}
-}
-
-func nonEmpty[Obj any](seq func(func(Obj, statedb.Revision) bool)) bool {
-	for range seq {
-		return true
-	}
-	return false
 }
