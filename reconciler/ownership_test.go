@@ -26,6 +26,11 @@ type fakeOwnership struct {
 	released int
 }
 
+// claimKey is the context key under which fakeOwnership's claims carry
+// the key they were acquired for ("" for the whole set): an operation can
+// tell that it runs under a claim, and whose.
+type claimKey struct{}
+
 func newFakeOwnership(owns func(string) bool) *fakeOwnership {
 	return &fakeOwnership{owns: owns, changed: make(chan struct{}), cancels: map[string][]context.CancelFunc{}}
 }
@@ -42,7 +47,7 @@ func (o *fakeOwnership) Acquire(ctx context.Context, key []byte) (context.Contex
 	if !o.owns(string(key)) {
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, claimKey{}, string(key)))
 	o.cancels[string(key)] = append(o.cancels[string(key)], cancel)
 	return ctx, func() {
 		o.mu.Lock()

@@ -111,6 +111,16 @@ type work[Obj any] struct {
 	active     []*request[Obj]
 	ready      []readyEntry[Obj]
 	committing int
+	// keyBusy counts the queued requests whose key is still busy with an
+	// earlier attempt (one past its timeout, or one whose result is no
+	// longer wanted): they take no room in a round, so that a stuck
+	// attempt holds up only its own key.
+	keyBusy int
+
+	// unowned holds the keys of the table this replica does not own
+	// (Config.Ownership), each with the lowest revision a change of it
+	// may have been made at since (owned.go). They are no requests.
+	unowned map[string]statedb.Revision
 
 	// free holds forgotten records for reuse: a million objects
 	// reconciled once otherwise cost a million allocations.
@@ -161,6 +171,9 @@ func (w *work[Obj]) leave(r *request[Obj]) {
 	switch r.state {
 	case stQueued, stRunning:
 		w.removeActive(r)
+		if r.state == stQueued && r.running != 0 {
+			w.keyBusy--
+		}
 	case stCommitting:
 		w.removeActive(r)
 		w.committing--
@@ -206,6 +219,9 @@ func (w *work[Obj]) enter(r *request[Obj], s reqState, errMsg string, now time.T
 		w.active = append(w.active, r)
 		if s == stCommitting {
 			w.committing++
+		}
+		if s == stQueued && r.running != 0 {
+			w.keyBusy++
 		}
 	case stRetrying:
 		w.byDue.push(r)
@@ -325,6 +341,9 @@ func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
 // whether its result is still wanted.
 func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
 	if r.running == id {
+		if r.state == stQueued {
+			w.keyBusy-- // its key is free now: it takes room again
+		}
 		r.running, r.stuck = 0, false
 		w.running--
 		if r.state == stGone {
