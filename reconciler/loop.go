@@ -135,6 +135,7 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		initialized: l.initialized,
 		inFlight:    l.work.running,
 		unowned:     len(l.work.unowned),
+		ownChanged:  l.ownChanged,
 		whole:       wholeError{op: "prune", err: l.full.lastErr},
 		lastRound:   l.lastRound,
 		lastFull:    l.lastFull,

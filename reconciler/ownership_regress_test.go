@@ -134,9 +134,7 @@ func TestOwnershipFailureAfterRegainIsKept(t *testing.T) {
 	f.waitFor(short, t, "k in Error: its last Update failed", func() bool {
 		return f.get("k").Status.Kind == reconciler.StatusKindError
 	})
-	if s := r.Status(); s.Objects.Error != 1 {
-		t.Errorf("Status().Objects = %+v, want Error 1", s.Objects)
-	}
+	f.waitFor(short, t, "Status() counting k in Error", func() bool { return r.Status().Objects.Error == 1 })
 }
 
 // Finding 2: a key changed while unowned, read past, then owned: a wait

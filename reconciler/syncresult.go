@@ -265,6 +265,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		initialized: s.initialized,
 		inFlight:    inFlight,
 		standby:     !s.leading(),
+		ownChanged:  s.ownChanged,
 		whole:       whole,
 		lastRound:   s.lastRound,
 		lastFull:    s.lastFull,
