@@ -322,7 +322,7 @@ func runModel(t *testing.T, seed uint64) {
 // statusSetOf and statusOf read reconciler name's status in an object:
 // from its StatusSet, or the object's own Status.
 func statusSetOf(o *testObject, name string) reconciler.Status { return o.Statuses.Get(name) }
-func statusOf(o *testObject, _ string) reconciler.Status      { return o.Status }
+func statusOf(o *testObject, _ string) reconciler.Status       { return o.Status }
 
 func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject],
 	status func(*testObject, string) reconciler.Status) {
