@@ -57,3 +57,28 @@ func TestKeyBusyTakesNoRoom(t *testing.T) {
 		t.Fatalf("took %v once the key is free, want the request of revision 3", taken)
 	}
 }
+
+// TestUnownedKeepsKeysOnly: a key not owned is no request; its delete,
+// the owner's work, leaves nothing behind; a key gained counts from the
+// first change read while it was not owned.
+func TestUnownedKeepsKeysOnly(t *testing.T) {
+	now := time.Now()
+	w := newWork[int](true)
+	w.add("k", change[int]{obj: 1, rev: 5}, Status{Kind: StatusKindPending, ID: 1}, 5, now)
+	w.lose("k", false, 5)
+	if len(w.byKey) != 0 || len(w.active) != 0 || w.unowned["k"] != 5 {
+		t.Fatalf("after losing k: %d requests, %d active, unowned %v", len(w.byKey), len(w.active), w.unowned)
+	}
+	w.lose("k", false, 9) // a later change read while not owned
+	if at, ok := w.gained("k"); !ok || at != 5 {
+		t.Fatalf("gained(k) = %d, %v; want 5, true", at, ok)
+	}
+	for i := range 1000 {
+		key := string(rune('a' + i%26)) + string(rune(i))
+		w.lose(key, false, statedb.Revision(i+1))
+		w.lose(key, true, statedb.Revision(i+2))
+	}
+	if len(w.unowned) != 0 || len(w.byKey) != 0 {
+		t.Fatalf("%d unowned keys and %d requests kept for keys deleted while not owned", len(w.unowned), len(w.byKey))
+	}
+}

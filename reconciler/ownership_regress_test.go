@@ -300,11 +300,14 @@ func TestOwnershipUnownedDeletesAreForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rev := f.table.Revision(wtxn.Commit())
+	wtxn.Commit()
+	// A live key too, whose gain shows that the loop looked at Changed.
+	rev := f.insert(t, &testObject{ID: "live", Status: reconciler.StatusPending()})
 	if err := r.WaitUntilSettled(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
 	own.Own(ownsAll)
+	f.waitFor(ctx, t, "the live key gained", func() bool { return r.Status().Objects.Unowned == 0 })
 	rev = f.insert(t, &testObject{ID: "w", Status: reconciler.StatusPending()})
 	if err := r.WaitUntilSettled(ctx, rev); err != nil {
 		t.Fatal(err)
@@ -315,8 +318,8 @@ func TestOwnershipUnownedDeletesAreForgotten(t *testing.T) {
 	if deletes != 0 {
 		t.Errorf("%d Deletes of keys deleted while another replica owned them, want 0", deletes)
 	}
-	if s := r.Status().Objects; s.Unowned != 0 || s.Done != 1 {
-		t.Errorf("Status().Objects = %+v, want Done 1", s)
+	if s := r.Status().Objects; s.Unowned != 0 || s.Done != 2 {
+		t.Errorf("Status().Objects = %+v, want Done 2", s)
 	}
 }
 
