@@ -74,7 +74,7 @@ func TestUnownedKeepsKeysOnly(t *testing.T) {
 		t.Fatalf("gained(k) = %d, %v; want 5, true", at, ok)
 	}
 	for i := range 1000 {
-		key := string(rune('a' + i%26)) + string(rune(i))
+		key := string(rune('a'+i%26)) + string(rune(i))
 		w.lose(key, false, statedb.Revision(i+1))
 		w.lose(key, true, statedb.Revision(i+2))
 	}
