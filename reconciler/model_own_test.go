@@ -16,7 +16,9 @@ import (
 
 // TestModelOwnership is TestModel for one per-object reconciler whose
 // Ownership flips, at random times, to all keys, none, or a random half,
-// and says so on Changed, while changes and faults go on. Its invariants:
+// and says so on Changed, while changes, faults and full reconciliations
+// (Prunes that remove what this replica owns and was not given) go on.
+// Its invariants:
 //
 //   - no operation starts for a key while it is not owned: each runs
 //     under its key's claim, and that claim is live only while the key
@@ -221,6 +223,9 @@ func runOwnershipModel(t *testing.T, seed uint64) {
 		if rng.IntN(10) == 0 {
 			own.randomFlip(f, rng)
 		}
+		if rng.IntN(40) == 0 {
+			r.TriggerFullReconciliation() // a Prune under the flips
+		}
 		wtxn := f.db.WriteTxn(f.table)
 		for range 1 + rng.IntN(3) {
 			key := fmt.Sprintf("k%02d", rng.IntN(modelKeys))
@@ -271,6 +276,7 @@ func runOwnershipModel(t *testing.T, seed uint64) {
 	if m.calls != calls {
 		t.Errorf("%d operations started after WaitUntilSettled returned", m.calls-calls)
 	}
+	t.Logf("%d prunes", m.prunes)
 	m.mu.Unlock()
 	checkModel(t, f, live, map[string]*modelTarget{"a": m}, map[string]reconciler.Reconciler[*testObject]{"a": r}, statusOf)
 	own.mu.Lock()
