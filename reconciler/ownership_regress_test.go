@@ -137,6 +137,35 @@ func TestOwnershipFailureAfterRegainIsKept(t *testing.T) {
 	f.waitFor(short, t, "Status() counting k in Error", func() bool { return r.Status().Objects.Error == 1 })
 }
 
+// A status write out on the committer when its key is given away does
+// not land: the write asks Owns inside its transaction.
+func TestOwnershipNoWriteAfterLoss(t *testing.T) {
+	prev := reconciler.SetForcePipelined(true)
+	defer reconciler.SetForcePipelined(prev)
+	f, ctx := startFixture(t, 10*time.Second)
+	f.markInit()
+	own := newFakeOwnership(ownsAll)
+	release := make(chan struct{})
+	ops := newOwnOps(func(context.Context, string, int) error { <-release; return nil })
+	r := mustNew(t, f, ownConfig(f, ops, own, reconciler.Config[*testObject]{}))
+	f.insert(t, &testObject{ID: "k", Status: reconciler.StatusPending()})
+	f.waitFor(ctx, t, "k's Update", func() bool { return ops.count("k") == 1 })
+
+	wtxn := f.db.WriteTxn(f.table) // keeps the Done write on the committer
+	close(release)
+	f.waitFor(ctx, t, "k's Done write out", func() bool { s := r.Status(); return s.InFlight == 0 && s.Waiting == 1 })
+	own.ownQuietly(ownsNone) // Changed comes later: only the write's own look can tell
+	wtxn.Abort()
+	if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.get("k").Status.Kind; got != reconciler.StatusKindPending {
+		t.Errorf("k is %s: a status was written into it after it was given away", got)
+	}
+	own.notify()
+	f.waitFor(ctx, t, "k given away", func() bool { return r.Status().Objects.Unowned == 1 })
+}
+
 // The case the model test with ownership flips saw once in 24 seeds: an
 // older Error landing over a newer success. k's Update fails for good and
 // its Error write is out on the committer; k is given away and regained,
