@@ -27,8 +27,10 @@ type fullState[Obj any] struct {
 	// applied again (marked Refreshing) once its attempt has settled
 	// Done: an attempt still running then may have applied before the
 	// prune removed it.
-	touched map[string]Obj
-	repair  map[string]Obj
+	// Each key maps to its primary-key query: no object copy is kept
+	// outside the model of outstanding work.
+	touched map[string]statedb.Query[Obj]
+	repair  map[string]statedb.Query[Obj]
 }
 
 // abandoned reports whether a prune past its timeout still runs.
@@ -162,8 +164,8 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 // is gone, failed or queued again is reconciled after the prune anyway.
 func (l *loop[Obj]) repairTouched(now time.Time) {
 	wtxn := l.db.WriteTxn(l.cfg.Table)
-	for key, old := range l.full.repair {
-		obj, rev, found := l.cfg.Table.Get(wtxn, l.queryOf(old))
+	for key, q := range l.full.repair {
+		obj, rev, found := l.cfg.Table.Get(wtxn, q)
 		if found && l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
 			if r := l.work.byKey[key]; r != nil && (r.running != 0 || r.state == stCommitting) {
 				continue // may have applied before the prune removed it; or its Done is being written

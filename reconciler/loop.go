@@ -196,10 +196,10 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 	}
 	if l.full.abandoned() {
 		if l.full.touched == nil {
-			l.full.touched = map[string]Obj{}
+			l.full.touched = map[string]statedb.Query[Obj]{}
 		}
 		for _, r := range l.taken {
-			l.full.touched[r.key] = r.obj
+			l.full.touched[r.key] = l.queryOf(r.obj)
 		}
 	}
 	txn := l.roundTxn
