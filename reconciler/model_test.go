@@ -315,7 +315,7 @@ func runModel(t *testing.T, seed uint64) {
 	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
 		t.Fatalf("s: %s", err)
 	}
-	checkModel(t, f, live, targets, recs, statusSetOf)
+	checkModel(t, f, live, targets, recs, statusSetOf, nil)
 	syncTarget.checkTarget(t, f, live)
 }
 
@@ -324,13 +324,23 @@ func runModel(t *testing.T, seed uint64) {
 func statusSetOf(o *testObject, name string) reconciler.Status { return o.Statuses.Get(name) }
 func statusOf(o *testObject, _ string) reconciler.Status       { return o.Status }
 
+// checkModel checks the table and the targets against the model. owned,
+// if set, names the keys this replica owns: the others are another's,
+// and only counted as unowned.
 func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject],
-	status func(*testObject, string) reconciler.Status) {
+	status func(*testObject, string) reconciler.Status, owned func(string) bool) {
 	t.Helper()
+	if owned == nil {
+		owned = func(string) bool { return true }
+	}
 	for name, m := range targets {
 		m.mu.Lock()
 		var counts reconciler.ObjectCounts
 		for key, value := range live {
+			if !owned(key) {
+				counts.Unowned++
+				continue
+			}
 			st := status(f.get(key), name)
 			switch st.Kind {
 			case reconciler.StatusKindDone:
@@ -348,7 +358,7 @@ func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[st
 			}
 		}
 		for key, value := range m.state {
-			if _, ok := live[key]; !ok {
+			if _, ok := live[key]; !ok && owned(key) {
 				t.Errorf("%s: %s=%s is in the target, but deleted", name, key, value)
 			}
 		}
