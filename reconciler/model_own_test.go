@@ -14,9 +14,10 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// TestModelOwnership is TestModel for one per-object reconciler whose
+// TestModelOwnership is TestModel for a per-object reconciler whose
 // Ownership flips, at random times, to all keys, none, or a random half,
-// and says so on Changed, while changes, faults and full reconciliations
+// and says so on Changed (every fourth seed: two, over a StatusSet, each
+// flipping on its own), while changes, faults and full reconciliations
 // (Prunes that remove what this replica owns and was not given) go on.
 // Its invariants:
 //
@@ -200,32 +201,63 @@ func (o ownModelOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq
 	return nil
 }
 
+// ownedRec is one reconciler of the ownership model test: its target,
+// its Ownership and itself.
+type ownedRec struct {
+	m   *modelTarget
+	own *flipOwnership
+	r   reconciler.Reconciler[*testObject]
+}
+
+// startOwned starts the reconcilers named: one over the objects' own
+// Status, or several over their StatusSet, each with an Ownership of its
+// own that records a result status written into a key it does not own.
+func startOwned(t *testing.T, f *fixture, seed uint64, names []string) map[string]ownedRec {
+	recs := map[string]ownedRec{}
+	for _, name := range names {
+		m, own := newModelTarget(t, name, seed), newFlipOwnership()
+		common := reconciler.Config[*testObject]{
+			OperationTimeout: modelTimeout, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond,
+			RefreshInterval: reconciler.Off, FullReconciliationInterval: reconciler.Off, RoundSize: 5, Concurrency: 4,
+			Ownership: own,
+		}
+		ops := ownModelOps{modelOps{m, 0}, own}
+		cfg := testConfig(f, ops, common)
+		if len(names) > 1 {
+			cfg = statusSetConfig(f, name, ops, common)
+		}
+		set := cfg.SetObjectStatus
+		cfg.SetObjectStatus = func(o *testObject, s reconciler.Status) *testObject {
+			own.checkWrite(o.ID, s)
+			return set(o, s)
+		}
+		recs[name] = ownedRec{m: m, own: own, r: mustNew(t, f, cfg)}
+	}
+	return recs
+}
+
+// Every fourth seed runs two reconcilers over a StatusSet, each flipping
+// on its own; the others one over the object's Status.
 func runOwnershipModel(t *testing.T, seed uint64) {
 	f, ctx := startFixture(t, 60*time.Second)
 	rng := rand.New(rand.NewPCG(seed, 0x6f776e))
-	m := newModelTarget(t, "a", seed)
-	own := newFlipOwnership()
-	cfg := testConfig(f, ownModelOps{modelOps{m, 0}, own}, reconciler.Config[*testObject]{
-		OperationTimeout: modelTimeout, RetryBackoffMin: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond,
-		RefreshInterval: reconciler.Off, FullReconciliationInterval: reconciler.Off, RoundSize: 5, Concurrency: 4,
-		Ownership: own,
-	})
-	cfg.SetObjectStatus = func(o *testObject, s reconciler.Status) *testObject {
-		own.checkWrite(o.ID, s)
-		o.Status = s
-		return o
+	names := []string{"a"}
+	if seed%4 == 3 {
+		names = []string{"a", "b"}
 	}
-	r := mustNew(t, f, cfg)
+	recs := startOwned(t, f, seed, names)
 	f.markInit()
 
 	live := map[string]string{}
 	version := 0
 	for range 300 {
-		if rng.IntN(10) == 0 {
-			own.randomFlip(f, rng)
-		}
-		if rng.IntN(40) == 0 {
-			r.TriggerFullReconciliation() // a Prune under the flips
+		for _, name := range names {
+			if rng.IntN(10) == 0 {
+				recs[name].own.randomFlip(f, rng)
+			}
+			if rng.IntN(40) == 0 {
+				recs[name].r.TriggerFullReconciliation() // a Prune under the flips
+			}
 		}
 		wtxn := f.db.WriteTxn(f.table)
 		for range 1 + rng.IntN(3) {
@@ -239,7 +271,11 @@ func runOwnershipModel(t *testing.T, seed uint64) {
 			}
 			version++
 			live[key] = fmt.Sprintf("v%d", version)
-			if _, _, err := f.table.Insert(wtxn, &testObject{ID: key, Value: live[key], Status: reconciler.StatusPending()}); err != nil {
+			obj := &testObject{ID: key, Value: live[key], Status: reconciler.StatusPending(), Statuses: reconciler.NewStatusSet()}
+			if old, _, found := f.table.Get(wtxn, idIndex.Query(key)); found {
+				obj.Statuses = old.Statuses.Pending()
+			}
+			if _, _, err := f.table.Insert(wtxn, obj); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -248,13 +284,19 @@ func runOwnershipModel(t *testing.T, seed uint64) {
 	}
 	// No more changes; flips and faults go on for a while.
 	for range 10 {
-		own.randomFlip(f, rng)
+		for _, name := range names {
+			recs[name].own.randomFlip(f, rng)
+		}
 		time.Sleep(time.Duration(rng.IntN(20000)) * time.Microsecond)
 	}
+	settleOwned(ctx, t, f, rng, seed, live, names, recs)
+}
 
-	// Ownership settles on every key: on all of them, or (every third
-	// seed) on a random set, whose keys are checked; the others are
-	// another replica's. The faults stop.
+// settleOwned settles ownership on every key: on all of them, or (every
+// third seed) on a random set, whose keys are checked; the others are
+// another replica's. The faults stop, and each reconciler must settle,
+// prune, and start nothing after its wait returned.
+func settleOwned(ctx context.Context, t *testing.T, f *fixture, rng *rand.Rand, seed uint64, live map[string]string, names []string, recs map[string]ownedRec) {
 	all, final := seed%3 != 2, map[string]bool{}
 	if !all {
 		for i := range modelKeys {
@@ -264,36 +306,50 @@ func runOwnershipModel(t *testing.T, seed uint64) {
 		}
 	}
 	owned := func(key string) bool { return all || final[key] }
-	own.flip(f, all, final)
-	m.mu.Lock()
-	m.faults = false
-	m.mu.Unlock()
-	if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
-		t.Fatal(err)
+	targets, rs := map[string]*modelTarget{}, map[string]reconciler.Reconciler[*testObject]{}
+	for _, name := range names {
+		rec := recs[name]
+		rec.own.flip(f, all, final)
+		rec.m.mu.Lock()
+		rec.m.faults = false
+		rec.m.mu.Unlock()
+		targets[name], rs[name] = rec.m, rec.r
 	}
-	m.mu.Lock()
-	calls, prunes := m.calls, m.prunes
-	m.mu.Unlock()
-	// A prune removes what deletes read while not owned left behind.
-	r.TriggerFullReconciliation()
-	f.waitFor(ctx, t, "the prune", func() bool {
+	for _, name := range names {
+		m, r := recs[name].m, recs[name].r
+		if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+			t.Fatalf("%s: %s", name, err)
+		}
 		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.prunes > prunes
-	})
-	if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
-		t.Fatalf("after the prune: %s", err)
+		calls, prunes := m.calls, m.prunes
+		m.mu.Unlock()
+		// A prune removes what deletes read while not owned left behind.
+		r.TriggerFullReconciliation()
+		f.waitFor(ctx, t, name+"'s prune", func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.prunes > prunes
+		})
+		if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+			t.Fatalf("%s after the prune: %s", name, err)
+		}
+		m.mu.Lock()
+		if m.calls != calls {
+			t.Errorf("%s: %d operations started after WaitUntilSettled returned", name, m.calls-calls)
+		}
+		m.mu.Unlock()
 	}
-	m.mu.Lock()
-	if m.calls != calls {
-		t.Errorf("%d operations started after WaitUntilSettled returned", m.calls-calls)
+	status := statusOf
+	if len(names) > 1 {
+		status = statusSetOf
 	}
-	t.Logf("%d prunes", m.prunes)
-	m.mu.Unlock()
-	checkModel(t, f, live, map[string]*modelTarget{"a": m}, map[string]reconciler.Reconciler[*testObject]{"a": r}, statusOf, owned)
-	own.mu.Lock()
-	defer own.mu.Unlock()
-	for _, v := range own.violations {
-		t.Error(v)
+	checkModel(t, f, live, targets, rs, status, owned)
+	for _, name := range names {
+		own := recs[name].own
+		own.mu.Lock()
+		for _, v := range own.violations {
+			t.Errorf("%s: %s", name, v)
+		}
+		own.mu.Unlock()
 	}
 }
