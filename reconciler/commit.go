@@ -174,7 +174,8 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 		l.work.requeue(r, now) // owned again since the worker looked: start anew
 		return v, w, false
 	case res.notOwned || !l.ownsKey(r.key):
-		l.disown(r) // no status is written for a key another replica owns
+		// No status is written for a key another replica owns.
+		l.work.lose(r.key, r.deleted, r.askedAt)
 		return v, w, false
 	}
 	v = verdict[Obj]{r: r, op: res.op, attempt: res.attempt, opErr: res.err, cloned: res.cloned}
@@ -195,7 +196,7 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 		}
 	}
 	w = statusWrite[Obj]{key: r.key, obj: r.obj, rev: res.rev, target: res.target, hasTarget: res.cloned,
-		expect: r.expect, status: st}
+		expect: r.expect, status: st, fenced: l.cfg.Ownership != nil}
 	if !res.cloned {
 		// Overdue, the operation still holds its clone: write into a
 		// copy of the object as last read.
@@ -210,7 +211,7 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
 	r := v.r
 	r.tried = true // its result is in, and written: the change has been attempted
-	if !l.work.afterWrite(r, w, &v.err, &v.giveUp) {
+	if !l.work.afterWrite(r, w, &v.err, &v.giveUp, now) {
 		return 0, false
 	}
 	if isDeferral(v.opErr) {

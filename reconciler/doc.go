@@ -45,9 +45,22 @@
 // reconciliation and the health. Status(), health, the gauges and the
 // three waits are all derived from the outstanding work after each step
 // and published: Status() reads an atomic pointer, the waits a mutex-held
-// value and its channel. Workers own nothing: each is handed a task (the
-// object, its revision, an attempt id) and hands back a result value
-// through the executor's mutex-held queue (workers.go). An attempt that
+// value and its channel. With Config.Ownership, ownership is a state of
+// that same model, decided in one place (owned.go): a key this replica
+// does not own is no request, only a key in the model's unowned set (no
+// object copy; a key deleted meanwhile is forgotten, its delete being the
+// owner's work). A key gained becomes a request built from the table as
+// it is then, counted from the first change read while it was unowned
+// (or, when it was lost, from its request's). Refresh, Prune (given only the owned objects, under
+// Acquire(ctx, nil)) and the waits read ownership from the model; every
+// status write asks Owns inside its write transaction. A write that did
+// not land leaves a request that still owes the work unless a newer
+// request exists: there is no "superseded, so forget it" for a result
+// whose key was given away and gained meanwhile.
+//
+// Workers own nothing: each is handed a task (the object, its revision,
+// an attempt id) and hands back a result value through the executor's
+// mutex-held queue (workers.go). An attempt that
 // passes OperationTimeout is reported failed by the timer's goroutine
 // through the same queue; its own result, when it comes, is discarded.
 // While more work waits, a commit's status writes go to the committer

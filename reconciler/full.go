@@ -27,8 +27,10 @@ type fullState[Obj any] struct {
 	// applied again (marked Refreshing) once its attempt has settled
 	// Done: an attempt still running then may have applied before the
 	// prune removed it.
-	touched map[string]Obj
-	repair  map[string]Obj
+	// Each key maps to its primary-key query: no object copy is kept
+	// outside the model of outstanding work.
+	touched map[string]statedb.Query[Obj]
+	repair  map[string]statedb.Query[Obj]
 }
 
 // abandoned reports whether a prune past its timeout still runs.
@@ -68,7 +70,16 @@ func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers)
 	l.work.lastAttempt++
 	l.full.attempt = l.work.lastAttempt
 	ts.full.disarm()
-	l.exec.submit(ctx, task[Obj]{op: OpPrune, txn: l.db.ReadTxn(), attempt: l.full.attempt})
+	t := task[Obj]{op: OpPrune, txn: l.db.ReadTxn(), attempt: l.full.attempt}
+	if l.cfg.Ownership != nil {
+		// The worker reads it while the loop goes on: a copy. A prune
+		// walks the table anyway.
+		t.unowned = maps.Clone(l.work.unowned)
+		if t.unowned == nil {
+			t.unowned = map[string]statedb.Revision{}
+		}
+	}
+	l.exec.submit(ctx, t)
 }
 
 // pruneAllowed reports whether the desired set is complete enough to
@@ -126,12 +137,17 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 	l.full.since = time.Time{}
 	l.full.lastErr = err
 	l.status.dirty = true
-	if err != nil {
+	switch {
+	case err != nil:
 		l.lastFull.Error = err.Error()
 		if !res.overdue {
 			l.log.Warn("Prune failed; retried at the next full reconciliation", "error", err)
 		}
-	} else {
+	case res.notOwned:
+		// Another replica holds the whole set's claim: it prunes.
+		// Refresh of the keys owned here goes on all the same.
+		l.log.Debug("Prune skipped: this replica does not hold the claim of the whole set")
+	default:
 		l.settleFailedDeletes()
 	}
 	if l.cfg.RefreshInterval != Off {
@@ -148,16 +164,16 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 // is gone, failed or queued again is reconciled after the prune anyway.
 func (l *loop[Obj]) repairTouched(now time.Time) {
 	wtxn := l.db.WriteTxn(l.cfg.Table)
-	for key, old := range l.full.repair {
-		obj, rev, found := l.cfg.Table.Get(wtxn, l.queryOf(old))
+	for key, q := range l.full.repair {
+		obj, rev, found := l.cfg.Table.Get(wtxn, q)
 		if found && l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
 			if r := l.work.byKey[key]; r != nil && (r.running != 0 || r.state == stCommitting) {
 				continue // may have applied before the prune removed it; or its Done is being written
 			}
 		}
 		delete(l.full.repair, key)
-		if !found || l.cfg.GetObjectStatus(obj).Kind != StatusKindDone {
-			continue
+		if !found || l.cfg.GetObjectStatus(obj).Kind != StatusKindDone || !l.ownsKey(key) {
+			continue // gone, moved on, or another replica's to repair
 		}
 		clone, err := l.clone(obj)
 		if err != nil {
@@ -236,8 +252,8 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 			continue
 		}
 		l.refresh.last, l.refresh.started = obj, true
-		if !l.refreshable(key, obj, cutoff) {
-			continue
+		if !l.refreshable(key, obj, cutoff) || !l.ownsKey(key) {
+			continue // the write rule: no status into another replica's key
 		}
 		obj = l.cfg.SetObjectStatus(l.cfg.CloneObject(obj), Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
 		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, rev, obj); err == nil {
@@ -264,6 +280,9 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 func (l *loop[Obj]) refreshable(key string, obj Obj, cutoff time.Time) bool {
 	if r, ok := l.work.byKey[key]; ok && r.state != stHeld {
 		return false // outstanding: it is being reconciled anyway
+	}
+	if _, unowned := l.work.unowned[key]; unowned {
+		return false // another replica's work
 	}
 	st := l.cfg.GetObjectStatus(obj)
 	if !st.UpdatedAt.Before(cutoff) {

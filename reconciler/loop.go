@@ -45,10 +45,6 @@ type loop[Obj comparable] struct {
 	status    healthState
 	failLog   failureLog
 
-	// parked holds the latest change of each key this replica does not
-	// own (Config.Ownership): not outstanding work (owned.go).
-	parked     map[string]change[Obj]
-	parkedLive int // parked keys that are in the table
 	// ownChanged is Ownership.Changed's channel, taken before the owned
 	// set was last looked at, so that a change meanwhile is not missed.
 	ownChanged <-chan struct{}
@@ -138,7 +134,8 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		readTo:      l.readTo,
 		initialized: l.initialized,
 		inFlight:    l.work.running,
-		unowned:     l.parkedLive,
+		unowned:     len(l.work.unowned),
+		ownChanged:  l.ownChanged,
 		whole:       wholeError{op: "prune", err: l.full.lastErr},
 		lastRound:   l.lastRound,
 		lastFull:    l.lastFull,
@@ -155,9 +152,11 @@ func (l *loop[Obj]) canPull() bool {
 
 // roundRoom is how many more requests a round may take: RoundSize less
 // those queued or running. Those whose status write is out on the
-// committer take no room, so that the next round is read meanwhile.
+// committer take no room, so that the next round is read meanwhile; nor
+// do those queued behind an earlier attempt on their key, so that an
+// attempt stuck past its timeout holds up its own key only.
 func (l *loop[Obj]) roundRoom() int {
-	return l.cfg.RoundSize - (len(l.work.active) - l.work.committing)
+	return l.cfg.RoundSize - (len(l.work.active) - l.work.committing - l.work.keyBusy)
 }
 
 // stepRound picks up new work when there is room for it and something
@@ -197,10 +196,10 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 	}
 	if l.full.abandoned() {
 		if l.full.touched == nil {
-			l.full.touched = map[string]Obj{}
+			l.full.touched = map[string]statedb.Query[Obj]{}
 		}
 		for _, r := range l.taken {
-			l.full.touched[r.key] = r.obj
+			l.full.touched[r.key] = l.queryOf(r.obj)
 		}
 	}
 	txn := l.roundTxn

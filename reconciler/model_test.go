@@ -37,24 +37,7 @@ import (
 // The seed is printed; CONVERGE_MODEL_SEED replays one, and
 // CONVERGE_MODEL_SEEDS=N runs N seeds (the soak in scripts/soak.sh).
 func TestModel(t *testing.T) {
-	seeds := []uint64{1, 2, 3, 4, 5}
-	if s := os.Getenv("CONVERGE_MODEL_SEED"); s != "" {
-		seed, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = []uint64{seed}
-	} else if s := os.Getenv("CONVERGE_MODEL_SEEDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seeds = seeds[:0]
-		for i := range n {
-			seeds = append(seeds, uint64(100+i))
-		}
-	}
-	for _, seed := range seeds {
+	for _, seed := range modelSeeds(t, []uint64{1, 2, 3, 4, 5}) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Logf("replay: CONVERGE_MODEL_SEED=%d go test -race -run 'TestModel' ./reconciler", seed)
 			// Odd seeds send every commit through the committer
@@ -65,6 +48,30 @@ func TestModel(t *testing.T) {
 			runModel(t, seed)
 		})
 	}
+}
+
+// modelSeeds are the seeds a model test runs: def, or the one
+// CONVERGE_MODEL_SEED names, or CONVERGE_MODEL_SEEDS=N of them.
+func modelSeeds(t *testing.T, def []uint64) []uint64 {
+	if s := os.Getenv("CONVERGE_MODEL_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []uint64{seed}
+	}
+	if s := os.Getenv("CONVERGE_MODEL_SEEDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seeds []uint64
+		for i := range n {
+			seeds = append(seeds, uint64(100+i))
+		}
+		return seeds
+	}
+	return def
 }
 
 const (
@@ -308,17 +315,33 @@ func runModel(t *testing.T, seed uint64) {
 	if err := syncRec.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
 		t.Fatalf("s: %s", err)
 	}
-	checkModel(t, f, live, targets, recs)
+	checkModel(t, f, live, targets, recs, statusSetOf, nil)
 	syncTarget.checkTarget(t, f, live)
 }
 
-func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject]) {
+// statusSetOf and statusOf read reconciler name's status in an object:
+// from its StatusSet, or the object's own Status.
+func statusSetOf(o *testObject, name string) reconciler.Status { return o.Statuses.Get(name) }
+func statusOf(o *testObject, _ string) reconciler.Status       { return o.Status }
+
+// checkModel checks the table and the targets against the model. owned,
+// if set, names the keys this replica owns: the others are another's,
+// and only counted as unowned.
+func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[string]*modelTarget, recs map[string]reconciler.Reconciler[*testObject],
+	status func(*testObject, string) reconciler.Status, owned func(string) bool) {
 	t.Helper()
+	if owned == nil {
+		owned = func(string) bool { return true }
+	}
 	for name, m := range targets {
 		m.mu.Lock()
 		var counts reconciler.ObjectCounts
 		for key, value := range live {
-			st := f.get(key).Statuses.Get(name)
+			if !owned(key) {
+				counts.Unowned++
+				continue
+			}
+			st := status(f.get(key), name)
 			switch st.Kind {
 			case reconciler.StatusKindDone:
 				counts.Done++
@@ -335,7 +358,7 @@ func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[st
 			}
 		}
 		for key, value := range m.state {
-			if _, ok := live[key]; !ok {
+			if _, ok := live[key]; !ok && owned(key) {
 				t.Errorf("%s: %s=%s is in the target, but deleted", name, key, value)
 			}
 		}

@@ -2,7 +2,10 @@ package reconciler
 
 import (
 	"context"
+	"iter"
 	"time"
+
+	"github.com/cilium/statedb"
 )
 
 // runTask runs one task on a worker and returns its results: one per
@@ -14,13 +17,47 @@ func (l *loop[Obj]) runTask(ctx context.Context, t *task[Obj], overrun func(), o
 	case OpUpdateBatch, OpDeleteBatch:
 		return append(out, l.runBatch(ctx, t, overrun)...)
 	default: // OpPrune
-		start := time.Now()
-		err := l.call(ctx, overrun, OpPrune, "", 0, func(ctx context.Context) error {
-			return l.cfg.Operations.Prune(ctx, t.txn, l.cfg.Table.All(t.txn))
-		})
-		d := time.Since(start)
-		l.metrics.Operation(OpPrune, l.classify(err, -1), l.cfg.Table.NumObjects(t.txn), d)
-		return append(out, result[Obj]{op: OpPrune, attempt: t.attempt, err: err, dur: d})
+		return append(out, l.runPrune(ctx, t, overrun))
+	}
+}
+
+// runPrune runs a Prune like any other operation: under a claim, with
+// Config.Ownership that of the whole set (Acquire(ctx, nil)), which it
+// runs under and releases once it has returned. Without the claim this
+// replica prunes nothing now: not a failure. It is given only the
+// objects of the keys this replica owns.
+func (l *loop[Obj]) runPrune(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
+	res := result[Obj]{op: OpPrune, attempt: t.attempt}
+	ctx, release, owned := l.claim(ctx, nil)
+	if !owned {
+		res.notOwned = true
+		return res
+	}
+	defer release()
+	start := time.Now()
+	res.err = l.call(ctx, overrun, OpPrune, "", 0, func(ctx context.Context) error {
+		return l.cfg.Operations.Prune(ctx, t.txn, l.ownedObjects(t))
+	})
+	res.dur = time.Since(start)
+	l.metrics.Operation(OpPrune, l.classify(res.err, -1), l.cfg.Table.NumObjects(t.txn), res.dur)
+	return res
+}
+
+// ownedObjects are the objects of a prune's snapshot whose keys this
+// replica owns, as the model of outstanding work knew when the prune was
+// started (t.unowned, a copy): a key it had not read yet counts as owned,
+// so that a Prune keeps rather than removes what it cannot place.
+func (l *loop[Obj]) ownedObjects(t *task[Obj]) iter.Seq2[Obj, statedb.Revision] {
+	all := l.cfg.Table.All(t.txn)
+	if t.unowned == nil {
+		return all
+	}
+	return func(yield func(Obj, statedb.Revision) bool) {
+		for obj, rev := range all {
+			if _, unowned := t.unowned[l.keyOf(obj)]; !unowned && !yield(obj, rev) {
+				return
+			}
+		}
 	}
 }
 
@@ -37,7 +74,7 @@ func (l *loop[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
 func (l *loop[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
 	en := &t.one
 	res := result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
-	ctx, release, owned := l.claim(ctx, en.key)
+	ctx, release, owned := l.claim(ctx, keyBytes(en.key))
 	if !owned {
 		res.notOwned = true // nothing ran
 		return res

@@ -26,6 +26,11 @@ type fakeOwnership struct {
 	released int
 }
 
+// claimKey is the context key under which fakeOwnership's claims carry
+// the key they were acquired for ("" for the whole set): an operation can
+// tell that it runs under a claim, and whose.
+type claimKey struct{}
+
 func newFakeOwnership(owns func(string) bool) *fakeOwnership {
 	return &fakeOwnership{owns: owns, changed: make(chan struct{}), cancels: map[string][]context.CancelFunc{}}
 }
@@ -42,7 +47,7 @@ func (o *fakeOwnership) Acquire(ctx context.Context, key []byte) (context.Contex
 	if !o.owns(string(key)) {
 		return nil, nil, false
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.WithValue(ctx, claimKey{}, string(key)))
 	o.cancels[string(key)] = append(o.cancels[string(key)], cancel)
 	return ctx, func() {
 		o.mu.Lock()
@@ -128,7 +133,7 @@ func TestOwnershipFiltersOutstandingWork(t *testing.T) {
 		t.Errorf("Status().Objects = %+v, want Done 2, Unowned 2", s)
 	}
 
-	// Coming to own everything: the parked keys are reconciled at once.
+	// Coming to own everything: the keys gained are reconciled at once.
 	own.Own(func(string) bool { return true })
 	f.waitFor(ctx, t, "b1 and b2 Done", func() bool {
 		return f.get("b1").Status.Kind == reconciler.StatusKindDone && f.get("b2").Status.Kind == reconciler.StatusKindDone
@@ -167,7 +172,8 @@ func TestOwnershipFiltersOutstandingWork(t *testing.T) {
 }
 
 // startBGivenAway starts a reconciler that owns every key, has a and b
-// Done, and then gives b away (Own: only a), and waits until b is parked.
+// Done, and then gives b away (Own: only a), and waits until b counts as
+// unowned.
 func startBGivenAway(t *testing.T) (*fixture, context.Context, *fakeOwnership, *scriptedOps, reconciler.Reconciler[*testObject]) {
 	t.Helper()
 	f, ctx := startFixture(t, 10*time.Second)
@@ -200,9 +206,9 @@ func TestOwnershipRegainedDoneIsAppliedAgain(t *testing.T) {
 	}
 }
 
-// TestOwnershipRegainedBeforeChangedIsApplied: a change of a parked key
+// TestOwnershipRegainedBeforeChangedIsApplied: a change of an unowned key
 // read after the key is owned again but before Changed says so regains
-// the key, as the walk at Changed would have: it was parked there, and a
+// the key, as the walk at Changed would have: it was unowned there, and a
 // Done read from it must not end its re-application.
 func TestOwnershipRegainedBeforeChangedIsApplied(t *testing.T) {
 	f, ctx, own, ops, r := startBGivenAway(t)

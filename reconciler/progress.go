@@ -31,6 +31,11 @@ type progressValues struct {
 	// holding retryLow back, for the waits' errors.
 	outstanding int
 	oldest      oldestRequest
+	// ownChanged is the Ownership.Changed channel the loop took before it
+	// last looked at the owned set (nil without Config.Ownership). Closed,
+	// it says the owned set changed since: what the loop published does
+	// not cover keys it may have gained, and a wait waits for it to look.
+	ownChanged <-chan struct{}
 }
 
 // oldestRequest names the oldest unsettled request; formatted only when a
@@ -64,6 +69,9 @@ func (p *progress) set(v progressValues) {
 }
 
 // waitUntil blocks until done accepts the published values or ctx ends.
+// While the owned set changed and the loop has not looked yet, nothing
+// published covers the keys gained: it waits for the loop, which wakes on
+// the same Changed channel and publishes the next one it takes.
 // While a misconfiguration keeps objects from being reconciled it
 // returns that error at once: those objects would otherwise count as
 // settled (given up on) and the wait would pass as if all were well.
@@ -75,7 +83,7 @@ func (p *progress) waitUntil(ctx context.Context, done func(v progressValues) bo
 		if v.blocked != nil {
 			return v, v.blocked
 		}
-		if done(v) {
+		if done(v) && (v.ownChanged == nil || !isClosed(v.ownChanged)) {
 			return v, nil
 		}
 		select {

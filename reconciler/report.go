@@ -17,9 +17,10 @@ import (
 type reportParts struct {
 	readTo      statedb.Revision // the last revision read from the change iterator
 	initialized bool
-	inFlight    int  // operations executing (a running Sync counts one)
-	unowned     int  // live objects another replica owns
-	standby     bool // a whole-set reconciler that does not lead: nothing is its work
+	inFlight    int             // operations executing (a running Sync counts one)
+	unowned     int             // live objects another replica owns
+	standby     bool            // a whole-set reconciler that does not lead: nothing is its work
+	ownChanged  <-chan struct{} // the Ownership.Changed channel taken before the owned set was last looked at
 	whole       wholeError
 	lastRound   RoundInfo
 	lastFull    FullInfo
@@ -68,11 +69,12 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 		Retries:       len(w.byDue.items),
 		OldestWaiting: max(now.Sub(oldest), 0),
 	}
+	v.ownChanged = p.ownChanged
 	if p.standby {
 		// Kept warm for a takeover, but no one's work here.
 		s.Objects = ObjectCounts{Unowned: objects}
 		s.FailingDeletes, s.Retries, s.NextRetry, s.Waiting, s.oldestSince = 0, 0, time.Time{}, 0, time.Time{}
-		v = progressValues{reconciled: p.readTo, retryLow: p.readTo + 1}
+		v = progressValues{reconciled: p.readTo, retryLow: p.readTo + 1, ownChanged: p.ownChanged}
 		gauges = Gauges{InFlight: p.inFlight}
 	}
 	// The snapshot before the progress, the progress before the gauges:

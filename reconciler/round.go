@@ -69,24 +69,10 @@ func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 // whether it queued a request. askedAt is the lowest revision at which
 // the change can have been made.
 func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
-	now := l.now
 	if l.cfg.Ownership != nil {
-		key := l.keyOf(ch.obj)
-		if !l.ownsKey(key) {
-			if r := l.work.byKey[key]; r != nil && r.state != stGone {
-				l.work.settle(r)
-			}
-			l.park(key, ch)
-			return false
-		}
-		if _, parked := l.parked[key]; parked {
-			// Owned again, and read before Changed is: regained here,
-			// as ownershipChanged would have, with this newer change.
-			// Read as any other change, a Done would ask for nothing.
-			return l.regain(key, ch, askedAt)
-		}
+		return l.onOwnedChange(ch, askedAt)
 	}
-	return l.readChange(l.work, &l.ownWrites, &l.status, ch, askedAt, l.startRev, now)
+	return l.readChange(l.work, &l.ownWrites, &l.status, ch, askedAt, l.startRev, l.now)
 }
 
 // readChange decides what one change asks of this reconciler, for both

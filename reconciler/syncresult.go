@@ -197,7 +197,7 @@ func (s *syncLoop[Obj]) judge(r *request[Obj], err error, now time.Time) (syncVe
 // latency of a change it marked Done.
 func (s *syncLoop[Obj]) settle(v *syncVerdict[Obj], w *statusWrite[Obj], wholeFailed bool, committedAt, now time.Time) (time.Duration, bool) {
 	r := v.r
-	if !s.work.afterWrite(r, w, &v.err, &v.giveUp) {
+	if !s.work.afterWrite(r, w, &v.err, &v.giveUp, now) {
 		return 0, false
 	}
 	if isDeferral(v.err) {
@@ -265,6 +265,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		initialized: s.initialized,
 		inFlight:    inFlight,
 		standby:     !s.leading(),
+		ownChanged:  s.ownChanged,
 		whole:       whole,
 		lastRound:   s.lastRound,
 		lastFull:    s.lastFull,

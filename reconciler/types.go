@@ -36,7 +36,10 @@ type Operations[Obj any] interface {
 	// desired set at txn. It is called during full reconciliation, only after
 	// the table is initialized and never while an Update or Delete runs.
 	// A failed Prune is reported (health, metrics) and tried again at the
-	// next full reconciliation.
+	// next full reconciliation. With Config.Ownership it runs only under
+	// the claim of the whole set (Ownership.Acquire(ctx, nil)), with that
+	// claim's context, and objs holds only the objects of the keys this
+	// replica owns: remove only what this replica owns of the rest.
 	Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[Obj, statedb.Revision]) error
 }
 

@@ -25,7 +25,11 @@ import (
 //
 // A settled request is forgotten. Its key stays known only while an
 // attempt that ran past OperationTimeout still runs (gone): per-key order
-// forbids starting another operation for the key until it returns.
+// forbids starting another operation for the key until it returns. A
+// queued request whose key is still busy that way takes no room in a
+// round (keyBusy). A key this replica does not own (Config.Ownership) is
+// no request at all: the model keeps it in unowned, a key and a
+// revision, until it is gained or deleted (owned.go).
 
 // reqState is where a request stands.
 type reqState uint8
@@ -111,6 +115,16 @@ type work[Obj any] struct {
 	active     []*request[Obj]
 	ready      []readyEntry[Obj]
 	committing int
+	// keyBusy counts the queued requests whose key is still busy with an
+	// earlier attempt (one past its timeout, or one whose result is no
+	// longer wanted): they take no room in a round, so that a stuck
+	// attempt holds up only its own key.
+	keyBusy int
+
+	// unowned holds the keys of the table this replica does not own
+	// (Config.Ownership), each with the lowest revision a change of it
+	// may have been made at since (owned.go). They are no requests.
+	unowned map[string]statedb.Revision
 
 	// free holds forgotten records for reuse: a million objects
 	// reconciled once otherwise cost a million allocations.
@@ -161,6 +175,9 @@ func (w *work[Obj]) leave(r *request[Obj]) {
 	switch r.state {
 	case stQueued, stRunning:
 		w.removeActive(r)
+		if r.state == stQueued && r.running != 0 {
+			w.keyBusy--
+		}
 	case stCommitting:
 		w.removeActive(r)
 		w.committing--
@@ -206,6 +223,9 @@ func (w *work[Obj]) enter(r *request[Obj], s reqState, errMsg string, now time.T
 		w.active = append(w.active, r)
 		if s == stCommitting {
 			w.committing++
+		}
+		if s == stQueued && r.running != 0 {
+			w.keyBusy++
 		}
 	case stRetrying:
 		w.byDue.push(r)
@@ -289,85 +309,6 @@ func (w *work[Obj]) forget(r *request[Obj]) {
 		*r = request[Obj]{gen: r.gen + 1}
 		w.free = append(w.free, r)
 	}
-}
-
-// markReady lets a queued request be dispatched once its key is free.
-func (w *work[Obj]) markReady(r *request[Obj]) {
-	if w.dispatch && r.state == stQueued && r.running == 0 {
-		r.gen++
-		w.ready = append(w.ready, readyEntry[Obj]{r, r.gen})
-	}
-}
-
-// takeReady returns the queued requests that may start now and marks
-// them running, each with a new attempt id.
-func (w *work[Obj]) takeReady(buf []*request[Obj]) []*request[Obj] {
-	buf = buf[:0]
-	for _, e := range w.ready {
-		// The request may have been replaced, settled or queued again
-		// since this entry was made.
-		r := e.r
-		if r.gen != e.gen || r.state != stQueued || r.running != 0 {
-			continue
-		}
-		w.lastAttempt++
-		r.attempt, r.running = w.lastAttempt, w.lastAttempt
-		r.state = stRunning // stays in active: no count changes
-		w.running++
-		buf = append(buf, r)
-	}
-	clear(w.ready)
-	w.ready = w.ready[:0]
-	return buf
-}
-
-// returned records that attempt id of r stopped executing. It reports
-// whether its result is still wanted.
-func (w *work[Obj]) returned(r *request[Obj], id uint64) bool {
-	if r.running == id {
-		r.running, r.stuck = 0, false
-		w.running--
-		if r.state == stGone {
-			w.forget(r)
-		} else {
-			w.markReady(r) // a newer request waited for the key
-		}
-	}
-	if r.attempt != id {
-		return false
-	}
-	r.attempt = 0
-	return true
-}
-
-// overdue records that attempt id of r ran past its timeout: its result is
-// given up on now (the caller records the failure), though it still runs.
-func (w *work[Obj]) overdue(r *request[Obj], id uint64) bool {
-	if r.running == id {
-		r.stuck = true
-	}
-	if r.attempt != id {
-		return false
-	}
-	r.attempt = 0
-	return true
-}
-
-// writeOut records that r's result, of attempt id, is judged and its
-// status write is out on the committer: r no longer takes room in a round.
-func (w *work[Obj]) writeOut(r *request[Obj], id uint64) {
-	errMsg, since := r.err, r.errAt
-	w.leave(r)
-	r.writing = id
-	w.enter(r, stCommitting, errMsg, since)
-}
-
-// writeBack reports whether the status write of attempt id, back from the
-// committer, is still r's: r was neither replaced nor settled meanwhile.
-// The verdict then moves r on from stCommitting, as it would from
-// stRunning.
-func (w *work[Obj]) writeBack(r *request[Obj], id uint64) bool {
-	return r.state == stCommitting && r.writing == id
 }
 
 // settle forgets r: nothing is outstanding for its key.

@@ -41,6 +41,9 @@ type task[Obj any] struct {
 	entries []opEntry[Obj]
 	txn     statedb.ReadTxn
 	attempt uint64 // a prune's attempt id
+	// unowned is, for a prune with Config.Ownership, a copy of the keys
+	// the model holds as another replica's: the prune is not given them.
+	unowned map[string]statedb.Revision
 }
 
 // result is what became of one object's attempt (or of a prune).
@@ -51,8 +54,9 @@ type result[Obj any] struct {
 	rev     statedb.Revision // the revision the operation saw
 	target  Obj              // the clone the operation was given
 	cloned  bool
-	// notOwned: the key was not owned when the worker came to start the
-	// operation (Config.Ownership); nothing ran.
+	// notOwned: the key (for a prune, the whole set) was not owned when
+	// the worker came to start the operation (Config.Ownership); nothing
+	// ran.
 	notOwned bool
 	err      error
 	// overdue marks the result the executor posts when an attempt passes

@@ -26,7 +26,13 @@ type statusWrite[Obj any] struct {
 	hasTarget bool
 	expect    Status // this reconciler's status the write requires in the table
 	status    Status // the status to write
-	outcome   writeOutcome
+	// fenced is set with Config.Ownership: the write lands only if this
+	// replica owns the key when it is made, in the write transaction.
+	fenced  bool
+	outcome writeOutcome
+	// current is this reconciler's status found in the table when the
+	// write did not land for want of expect (writeSuperseded, writeOwed).
+	current Status
 }
 
 // writeOutcome is what became of a status write.
@@ -34,7 +40,9 @@ type writeOutcome uint8
 
 const (
 	writeLanded     writeOutcome = iota
-	writeSuperseded              // our status changed, or the object went: a newer request follows
+	writeSuperseded              // our status is a newer request now, or the object went: the change iterator delivers it
+	writeOwed                    // our status is a Done or Error the request did not expect: no newer request follows
+	writeNotOwned                // this replica does not own the key (Config.Ownership)
 	writeKeyChanged              // SetObjectStatus returned an object with another primary key
 )
 
@@ -95,18 +103,33 @@ func (r *reconciler[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj
 type ownWriter interface{ add(written) }
 
 // afterWrite applies what became of r's status write w to the verdict
-// (err, giveUp): a superseded write settles r, since a newer request
-// follows (it reports false then); a changed key makes the verdict a
-// misconfiguration; a landed Error is what the table now holds. Both
+// (err, giveUp), and reports false when r moved on already. The one rule:
+// a write that did not land leaves a request that still owes the work,
+// unless a newer request exists. So a superseded write settles r (the
+// change iterator delivers the newer request, or the delete); a write
+// into a key this replica does not own takes r out of the work (lose);
+// a write that found a Done or Error r did not expect (an earlier
+// attempt's write that landed late, after the key was given away and
+// gained again) keeps r, which runs again at once from the table as it
+// is now and writes over what it found. A changed key makes the verdict
+// a misconfiguration; a landed Error is what the table now holds. Both
 // loops settle through it.
-func (wk *work[Obj]) afterWrite(r *request[Obj], w *statusWrite[Obj], err *error, giveUp *bool) bool {
+func (wk *work[Obj]) afterWrite(r *request[Obj], w *statusWrite[Obj], err *error, giveUp *bool, now time.Time) bool {
 	switch {
-	case w != nil && w.outcome == writeSuperseded:
+	case w == nil:
+	case w.outcome == writeSuperseded:
 		wk.settle(r)
 		return false
-	case w != nil && w.outcome == writeKeyChanged:
+	case w.outcome == writeNotOwned:
+		wk.lose(r.key, r.deleted, r.askedAt)
+		return false
+	case w.outcome == writeOwed:
+		wk.setExpect(r, w.current)
+		wk.retry(r, now, true, "", now)
+		return false
+	case w.outcome == writeKeyChanged:
 		*err, *giveUp = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig), true
-	case w != nil && *err != nil:
+	case *err != nil:
 		wk.setExpect(r, w.status)
 	}
 	return true
@@ -184,11 +207,15 @@ func (s *sharedRanges) moveTo(rr *revRanges) {
 
 // writeStatus stores w's status if, and only if, this reconciler's status
 // in the current object is still the one the request expects, whatever
-// else changed (the data, another reconciler's status in a StatusSet).
-// Otherwise a newer request exists, and the change iterator delivers it.
-// When the object is exactly the one the operation saw, the operation's
-// clone is written, keeping what Update set on it.
+// else changed (the data, another reconciler's status in a StatusSet),
+// and, for a fenced write, this replica owns the key. Otherwise it says
+// what it found instead (afterWrite acts on it). When the object is
+// exactly the one the operation saw, the operation's clone is written,
+// keeping what Update set on it.
 func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
+	if w.fenced && !r.ownsKey(w.key) {
+		return writeNotOwned
+	}
 	target, err := w.target, error(nil)
 	if !w.hasTarget {
 		target, err = r.clone(w.obj)
@@ -207,8 +234,15 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 		}
 	}
 	cur, rev, found := r.cfg.Table.Get(wtxn, r.queryOf(w.obj))
-	if !found || !sameStatus(r.cfg.GetObjectStatus(cur), w.expect) {
-		return writeSuperseded
+	if !found {
+		return writeSuperseded // deleted: the delete follows
+	}
+	if st := r.cfg.GetObjectStatus(cur); !sameStatus(st, w.expect) {
+		w.current = st
+		if st.IsPendingOrRefreshing() || !st.Kind.Valid() {
+			return writeSuperseded // a newer request: the change iterator delivers it
+		}
+		return writeOwed
 	}
 	clone, err := r.clone(cur)
 	if err != nil {

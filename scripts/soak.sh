@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The long runs of the randomized tests, for before a release or after an
-# engine change: the model-based test over many seeds and the chaos test
-# over several, under -race. Not part of scripts/test.sh (CI runs a fixed
+# engine change: the model-based tests over many seeds (TestModel, and
+# TestModelOwnership, whose Ownership flips) and the chaos test over
+# several, under -race. Not part of scripts/test.sh (CI runs a fixed
 # budget of seeds); a failure prints the seed and the command to replay it.
 #
-#   scripts/soak.sh            # 50 model seeds, then 5 minutes of chaos seeds
+#   scripts/soak.sh            # 50 seeds of each model test, then 5 minutes of chaos seeds
 #   SEEDS=200 CHAOS_SOAK=30m scripts/soak.sh  # more
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-50}
-CONVERGE_MODEL_SEEDS="$SEEDS" go test -race -count=1 -timeout 60m -run 'TestModel' ./reconciler
+CONVERGE_MODEL_SEEDS="$SEEDS" go test -race -count=1 -timeout 60m -run 'TestModel$' ./reconciler
+CONVERGE_MODEL_SEEDS="$SEEDS" go test -race -count=1 -timeout 60m -run 'TestModelOwnership' ./reconciler
 CONVERGE_SOAK="${CHAOS_SOAK:-5m}" go test -race -count=1 -timeout 60m -run 'TestChaos' ./reconciler
