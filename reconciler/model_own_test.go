@@ -40,7 +40,7 @@ func TestModelOwnership(t *testing.T) {
 			t.Logf("replay: CONVERGE_MODEL_SEED=%d go test -race -run 'TestModelOwnership' ./reconciler", seed)
 			prev := reconciler.SetForcePipelined(seed%2 == 1)
 			defer reconciler.SetForcePipelined(prev)
-			runOwnershipModel(t, seed)
+			inModelBubble(t, func(t *testing.T) { runOwnershipModel(t, seed) })
 		})
 	}
 }

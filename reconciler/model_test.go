@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -45,9 +46,22 @@ func TestModel(t *testing.T) {
 			// stCommitting while changes, retries and faults go on.
 			prev := reconciler.SetForcePipelined(seed%2 == 1)
 			defer reconciler.SetForcePipelined(prev)
-			runModel(t, seed)
+			inModelBubble(t, func(t *testing.T) { runModel(t, seed) })
 		})
 	}
+}
+
+// inModelBubble runs a model test in a testing/synctest bubble. The model
+// decides which attempts overrun OperationTimeout (faultOverdue sleeps
+// past it, every other fault returns within 2ms): on the real clock a
+// loaded machine (-race, CPU burners, CI running packages side by side)
+// can stretch an attempt the model meant to succeed past the deadline,
+// and the engine then rightly judges a timeout the model did not make.
+// On the bubble's clock time passes only when every goroutine waits, so
+// an attempt lasts exactly what the model says, and the goroutines still
+// interleave for real.
+func inModelBubble(t *testing.T, run func(t *testing.T)) {
+	synctest.Test(t, run)
 }
 
 // modelSeeds are the seeds a model test runs: def, or the one
