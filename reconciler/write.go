@@ -222,15 +222,8 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 	}
 	if err == nil {
 		obj := r.cfg.SetObjectStatus(target, w.status)
-		if r.keyOf(obj) != w.key {
-			return writeKeyChanged
-		}
-		if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, w.rev, obj); err == nil {
-			// Revisions are unique across the table: only this very
-			// object, whose status the request was read from, matched.
-			return writeLanded
-		} else if !errors.Is(err, statedb.ErrRevisionNotEqual) {
-			return writeSuperseded // deleted meanwhile: the delete follows
+		if outcome, done := r.swap(wtxn, w, w.rev, obj); done {
+			return outcome
 		}
 	}
 	cur, rev, found := r.cfg.Table.Get(wtxn, r.queryOf(w.obj))
@@ -249,11 +242,28 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 		return writeSuperseded // reported when the operation's own clone fails
 	}
 	merged := r.cfg.SetObjectStatus(clone, w.status)
-	if r.keyOf(merged) != w.key {
-		return writeKeyChanged
+	if outcome, done := r.swap(wtxn, w, rev, merged); done {
+		return outcome
 	}
-	if _, _, err := r.cfg.Table.CompareAndSwap(wtxn, rev, merged); err != nil {
-		return writeSuperseded
+	return writeSuperseded
+}
+
+// swap writes obj, which SetObjectStatus returned, over the object at
+// revision rev. done is false when that object is no longer there at rev
+// but its key is (the caller looks at what replaced it). The key is
+// computed only when the swap fails: revisions are unique across the
+// table, so a swap that succeeded replaced this very object, which has
+// w's key; and statedb writes nothing, and reports no error, for an
+// object without a primary key (hadOld false).
+func (r *reconciler[Obj]) swap(wtxn statedb.WriteTxn, w *statusWrite[Obj], rev statedb.Revision, obj Obj) (writeOutcome, bool) {
+	_, hadOld, err := r.cfg.Table.CompareAndSwap(wtxn, rev, obj)
+	switch {
+	case err == nil && hadOld:
+		return writeLanded, true
+	case err == nil, r.keyOf(obj) != w.key:
+		return writeKeyChanged, true
+	case !errors.Is(err, statedb.ErrRevisionNotEqual):
+		return writeSuperseded, true // deleted meanwhile: the delete follows
 	}
-	return writeLanded
+	return 0, false
 }
