@@ -44,9 +44,12 @@ func (l *loop[Obj]) runPrune(ctx context.Context, t *task[Obj], overrun func()) 
 }
 
 // ownedObjects are the objects of a prune's snapshot whose keys this
-// replica owns, as the model of outstanding work knew when the prune was
-// started (t.unowned, a copy): a key it had not read yet counts as owned,
-// so that a Prune keeps rather than removes what it cannot place.
+// replica owns. A key is left out only if the model of outstanding work
+// held it unowned when the prune was started (t.unowned, a copy) and
+// Ownership.Owns still says so now, under the claim Acquire(ctx, nil) gave:
+// a key gained in between (its slot may be in the claim now) is kept, and
+// so is a key the model had not read yet, so that a Prune keeps rather
+// than removes what it cannot place.
 func (l *loop[Obj]) ownedObjects(t *task[Obj]) iter.Seq2[Obj, statedb.Revision] {
 	all := l.cfg.Table.All(t.txn)
 	if t.unowned == nil {
@@ -54,7 +57,11 @@ func (l *loop[Obj]) ownedObjects(t *task[Obj]) iter.Seq2[Obj, statedb.Revision] 
 	}
 	return func(yield func(Obj, statedb.Revision) bool) {
 		for obj, rev := range all {
-			if _, unowned := t.unowned[l.keyOf(obj)]; !unowned && !yield(obj, rev) {
+			key := l.keyOf(obj)
+			if _, unowned := t.unowned[key]; unowned && !l.cfg.Ownership.Owns(keyBytes(key)) {
+				continue
+			}
+			if !yield(obj, rev) {
 				return
 			}
 		}
