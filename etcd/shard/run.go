@@ -50,6 +50,7 @@ func (m *Manager) Run(ctx context.Context) error {
 type holder struct {
 	name      string
 	createRev int64
+	lease     clientv3.LeaseID // the lease the key is attached to
 }
 
 type drainDone struct {
@@ -192,7 +193,7 @@ func (ss *session) join() (int64, error) {
 		return 0, fmt.Errorf("read group: %w", err)
 	}
 	for _, kv := range get.Kvs {
-		ss.applyPut(string(kv.Key), string(kv.Value), kv.CreateRevision)
+		ss.applyPut(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease))
 	}
 	ss.membersChanged()
 	return get.Header.Revision, nil
@@ -205,7 +206,7 @@ func (ss *session) apply(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypePut {
-			changed = ss.applyPut(key, string(ev.Kv.Value), ev.Kv.CreateRevision) || changed
+			changed = ss.applyPut(key, string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease)) || changed
 		} else {
 			changed = ss.applyDelete(key, ev.Kv.ModRevision) || changed
 		}
@@ -217,7 +218,7 @@ func (ss *session) apply(evs []*clientv3.Event) {
 
 // applyPut records a member or a slot holder; it reports whether the
 // members changed.
-func (ss *session) applyPut(key, value string, createRev int64) bool {
+func (ss *session) applyPut(key, value string, createRev int64, lease clientv3.LeaseID) bool {
 	if name, ok := ss.memberName(key); ok {
 		had := ss.members[name]
 		ss.members[name] = true
@@ -225,7 +226,7 @@ func (ss *session) applyPut(key, value string, createRev int64) bool {
 	}
 	if slot, ok := ss.slotOf(key); ok {
 		if h, ok := ss.holders[slot]; !ok || h.createRev <= createRev {
-			ss.holders[slot] = holder{name: value, createRev: createRev}
+			ss.holders[slot] = holder{name: value, createRev: createRev, lease: lease}
 		}
 	}
 	return false
