@@ -15,6 +15,7 @@ import (
 
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
+	"github.com/converge-go/converge/etcd/internal/watch"
 )
 
 // claimBatch is how many slots one claim transaction asks for (each as a
@@ -131,10 +132,14 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	return ss.loop(ctx, ss.cli.Watch(sctx, m.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1)))
+	// The group's watch must not go blind (package watch): its silence is
+	// taken to mean that no member joined or left and no claim moved.
+	w := watch.New(sctx, ss.cli, m.cfg.Prefix+"/", rev+1, 0, clientv3.WithPrefix())
+	defer w.Stop()
+	return ss.loop(ctx, w.C())
 }
 
-func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
+func (ss *session) loop(ctx context.Context, wch <-chan watch.Response) error {
 	retry := time.NewTicker(ss.m.cfg.RetryInterval)
 	defer retry.Stop()
 	summary := time.NewTicker(ss.m.cfg.SummaryInterval)
@@ -149,8 +154,8 @@ func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
 		case <-ctx.Done():
 			return nil
 		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil {
-				return fmt.Errorf("watch of %s ended: %v", ss.m.cfg.Prefix, wr.Err())
+			if !ok || wr.Err != nil {
+				return ss.watchEnded(ctx, wr.Err)
 			}
 			ss.apply(wr.Events)
 		case d := <-ss.drained:
@@ -163,6 +168,22 @@ func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
 			ss.retryReleases()
 		}
 	}
+}
+
+// watchEnded says why the group's watch ended: it closes when the
+// session's context ends, which the lease in doubt and a stop both do, and
+// ends with an error once its revision is compacted (then the session
+// joins again, reading the whole group).
+func (ss *session) watchEnded(ctx context.Context, err error) error {
+	select {
+	case <-ss.s.Lost():
+		return ErrLeaseInDoubt
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("watch of %s ended: %v", ss.m.cfg.Prefix, err)
 }
 
 // join checks the group's slot count, registers the member under the
