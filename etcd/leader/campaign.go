@@ -7,6 +7,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/converge-go/converge/etcd/fencing"
+	"github.com/converge-go/converge/etcd/internal/etcderr"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/watch"
 )
@@ -26,40 +27,61 @@ import (
 //
 // It returns the token of the key; the caller still verifies it (#19597).
 func (e *Elector) campaign(ctx context.Context, s *lease.Session) (fencing.Token, error) {
+	// A member without a leader refuses at once instead of holding the
+	// request until its own timeout; reads are retried on the next member.
+	ctx = clientv3.WithRequireLeader(ctx)
 	key := fmt.Sprintf("%s/%x", e.cfg.Prefix, int64(s.Lease()))
 	tok := fencing.Token{Key: key, Lease: s.Lease()}
-	resp, err := e.cfg.Client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, e.cfg.Name, clientv3.WithLease(s.Lease()))).
-		Else(clientv3.OpGet(key)).Commit()
-	switch {
-	case err != nil:
-		tok.Revision, err = e.adopt(ctx, key, s)
-		if err != nil {
+	var err error
+	for try := 0; tok.Revision == 0; try++ {
+		tok.Revision, err = e.create(ctx, key, s)
+		// Refused by a member without a leader, and not applied: the
+		// next try goes to the next member.
+		if err != nil && (!etcderr.Unavailable(err) || try == maxTries) {
 			return tok, fmt.Errorf("create %s: %w", key, err)
 		}
-	case resp.Succeeded:
-		tok.Revision = resp.Header.Revision
-	default:
-		// Only an earlier create of this very session can have made it.
-		kvs := resp.Responses[0].GetResponseRange().GetKvs()
-		if len(kvs) == 0 {
-			return tok, fmt.Errorf("create %s: neither created nor found", key)
-		}
-		tok.Revision = kvs[0].CreateRevision
 	}
 	return tok, e.waitOlder(ctx, tok.Revision)
 }
 
-// adopt reads key after its create's answer was lost: under this session's
-// lease it is the session's own; absent, the create was not applied.
+// maxTries bounds the immediate retries of a call that a member refused
+// as unavailable; then the session starts over after RetryInterval.
+const maxTries = 3
+
+// create creates key under the session's lease if absent, and returns its
+// create revision, or 0 and the error when it was not created.
+func (e *Elector) create(ctx context.Context, key string, s *lease.Session) (int64, error) {
+	resp, err := e.cfg.Client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, e.cfg.Name, clientv3.WithLease(s.Lease()))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err == nil {
+		if resp.Succeeded {
+			return resp.Header.Revision, nil
+		}
+		// Only an earlier create of this very session can have made it.
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			return kvs[0].CreateRevision, nil
+		}
+		return 0, fmt.Errorf("%s neither created nor found", key)
+	}
+	rev, aerr := e.adopt(ctx, key, s)
+	if aerr != nil || rev == 0 {
+		return 0, err
+	}
+	return rev, nil
+}
+
+// adopt reads key after its create failed: the answer may have been lost
+// after etcd applied it. Under this session's lease, the key is the
+// session's own; it returns its create revision, or 0 when absent.
 func (e *Elector) adopt(ctx context.Context, key string, s *lease.Session) (int64, error) {
 	resp, err := e.cfg.Client.Get(ctx, key)
 	if err != nil {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 || clientv3.LeaseID(resp.Kvs[0].Lease) != s.Lease() {
-		return 0, fmt.Errorf("%s not created", key)
+		return 0, nil
 	}
 	e.log.Info("election: adopting a key whose create answer was lost", "key", key)
 	return resp.Kvs[0].CreateRevision, nil

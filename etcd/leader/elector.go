@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/converge-go/converge/etcd/fencing"
+	"github.com/converge-go/converge/etcd/internal/etcderr"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
 	"github.com/converge-go/converge/etcd/internal/watch"
@@ -119,12 +120,18 @@ func (e *Elector) runSession(ctx context.Context) error {
 // key of the election, in one read, before the lease can be in doubt. This
 // is the check Campaign itself does not make (#19597).
 func (e *Elector) verify(ctx context.Context, s *lease.Session, tok fencing.Token) error {
-	vctx, cancel := context.WithDeadline(ctx, s.Deadline())
+	vctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(ctx), s.Deadline())
 	defer cancel()
-	resp, err := e.cfg.Client.Txn(vctx).
-		If(tok.Compare()).
-		Then(clientv3.OpGet(e.cfg.Prefix+"/", append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)).
-		Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	// The check writes nothing: a member that refused it as unavailable
+	// (no leader) is simply asked again, and round robin asks the next.
+	for try := 0; try == 0 || (err != nil && etcderr.Unavailable(err) && try <= maxTries); try++ {
+		resp, err = e.cfg.Client.Txn(vctx).
+			If(tok.Compare()).
+			Then(clientv3.OpGet(e.cfg.Prefix+"/", append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)).
+			Commit()
+	}
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", tok, err)
 	}

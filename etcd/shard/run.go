@@ -86,7 +86,10 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	ss := &session{
-		m: m, s: s, ctx: sctx, cli: m.cfg.Client,
+		// A member without a leader refuses the session's calls at once
+		// instead of holding them until its own request timeout; reads
+		// are retried on the next member.
+		m: m, s: s, ctx: clientv3.WithRequireLeader(sctx), cli: m.cfg.Client,
 		members: map[string]bool{}, holders: map[int]holder{},
 		held: map[int]*ownership.Claim{}, draining: map[int]bool{},
 		unrelease: map[int]*ownership.Claim{}, drained: make(chan drainDone),

@@ -82,7 +82,9 @@ func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration)
 	// The server can grant the lease no earlier than now, so it cannot
 	// expire before now + ttl.
 	start := time.Now()
-	grant, err := cli.Grant(ctx, int64(ttl/time.Second))
+	// A member without a leader refuses at once instead of holding the
+	// grant until its own request timeout.
+	grant, err := cli.Grant(clientv3.WithRequireLeader(ctx), int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
 	}
