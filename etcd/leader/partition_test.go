@@ -32,7 +32,7 @@ func TestStandbyTakesOverBehindPeerOnlyPartition(t *testing.T) {
 		}
 		var stopB func()
 		b, stopB = startElector(t, standbyCli, "b", 2*time.Second)
-		cut = servingMember(t, ec, client)
+		cut = ec.ServingWatch(t, client, 2, 0)
 		if cut < 0 {
 			stopB()
 		}
@@ -59,29 +59,3 @@ func TestStandbyTakesOverBehindPeerOnlyPartition(t *testing.T) {
 	}
 }
 
-// servingMember returns the member (1 or 2) that serves a watch besides
-// the leader's, or -1 when member 0 serves both. It waits until the two
-// watches are up.
-func servingMember(t *testing.T, ec *netlab.Etcd, from *netlab.Node) int {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		counts := make([]int, len(ec.Nodes))
-		total := 0
-		for i := range ec.Nodes {
-			counts[i] = ec.Watchers(t, from, i)
-			total += counts[i]
-		}
-		if total >= 2 {
-			for i := 1; i < len(counts); i++ {
-				if counts[i] > 0 {
-					return i
-				}
-			}
-			return -1
-		}
-		time.Sleep(50 * time.Millisecond) // polling another process's metrics
-	}
-	t.Fatal("the standby's watch never appeared")
-	return -1
-}

@@ -116,3 +116,30 @@ func (e *Etcd) WaitNoLeader(t testing.TB, from *Node, i int) {
 	}
 	t.Fatalf("netlab: member %d still has a leader", i)
 }
+
+// ServingWatch waits until the members serve want watchers between them
+// and returns a member other than skip that serves one, or -1 when only
+// skip does.
+func (e *Etcd) ServingWatch(t testing.TB, from *Node, want, skip int) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		counts := make([]int, len(e.Nodes))
+		total := 0
+		for i := range e.Nodes {
+			counts[i] = e.Watchers(t, from, i)
+			total += counts[i]
+		}
+		if total >= want {
+			for i, n := range counts {
+				if i != skip && n > 0 {
+					return i
+				}
+			}
+			return -1
+		}
+		time.Sleep(50 * time.Millisecond) // polling other processes
+	}
+	t.Fatalf("netlab: fewer than %d watchers after 30s", want)
+	return -1
+}
