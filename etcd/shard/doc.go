@@ -42,9 +42,19 @@
 // replicas shard instance groups this way, with an etcd target that checks
 // the token in every write.
 //
-// Whole-set reconcilers (SyncOperations, Prune) cannot shard: one Sync
-// covers every key. Owns(nil) is always false here; run them under package
-// leader instead.
+// Whole-set reconcilers (SyncOperations) cannot shard: one Sync covers
+// every key. Owns(nil) is always false here; run them under package leader
+// instead.
+//
+// Prune does shard: it is given the objects of the keys this replica owns
+// and removes only what belongs to the slots it holds. The engine calls
+// Acquire(ctx, nil) before each Prune (ok == false, holding no slot: prune
+// nothing) and reads which keys it owns after that; the Prune runs under
+// the returned context, which is cancelled (ErrOwnershipChanged) at any
+// change of the owned slots, and fences each removal with
+// Acquire(pruneCtx, key): that succeeds only for a slot held under the
+// claim it was held under when the Prune was acquired, and carries that
+// slot's token.
 //
 // # The cluster-wide view
 //
