@@ -58,4 +58,3 @@ func TestStandbyTakesOverBehindPeerOnlyPartition(t *testing.T) {
 		t.Fatalf("standby leading %v after the clean stop behind a peer-only partition, want within %v", took, bound)
 	}
 }
-
