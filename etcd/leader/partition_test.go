@@ -37,7 +37,7 @@ func TestStandbyTakesOverBehindPeerOnlyPartition(t *testing.T) {
 			stopB()
 		}
 	}
-	t.Logf("the standby's watch is served by member %d; cutting it from its peers", cut)
+	t.Logf("the standby's watch is served by member %d; cutting it from its peers (etcd leader: %d)", cut, ec.Leader(t, client))
 	ec.CutPeers(cut)
 	ec.WaitNoLeader(t, client, cut)
 	stopped := time.Now()

@@ -79,7 +79,9 @@ func (ss *session) claim(slots []int) {
 			[]clientv3.Op{clientv3.OpPut(key, ss.m.cfg.Name, clientv3.WithLease(ss.s.Lease()))},
 			nil)
 	}
-	resp, err := ss.cli.Txn(ss.ctx).Then(ops...).Commit()
+	ctx, cancel := ss.call()
+	defer cancel()
+	resp, err := ss.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		ss.m.log.Warn("shards: claim failed", "slots", len(slots), "error", err)
 		ss.retry = true
@@ -156,7 +158,9 @@ func (ss *session) release(d drainDone) {
 func (ss *session) retryReleases() {
 	for slot, c := range ss.unrelease {
 		tok := c.Token()
-		_, err := ss.cli.Txn(ss.ctx).If(tok.Compare()).Then(clientv3.OpDelete(tok.Key)).Commit()
+		ctx, cancel := ss.call()
+		_, err := ss.cli.Txn(ctx).If(tok.Compare()).Then(clientv3.OpDelete(tok.Key)).Commit()
+		cancel()
 		if err != nil {
 			// The delete may have been applied with its answer lost: the
 			// key, if still there, is released again at the next retry.

@@ -36,7 +36,7 @@ func TestSurvivorTakesOverBehindPeerOnlyPartition(t *testing.T) {
 	}
 	both := []*member{a, b}
 	waitUntil(t, both, balanced(both))
-	t.Logf("the survivor's watch is served by member %d; cutting it from its peers", cut)
+	t.Logf("the survivor's watch is served by member %d; cutting it from its peers (etcd leader: %d)", cut, ec.Leader(t, client))
 	ec.CutPeers(cut)
 	ec.WaitNoLeader(t, client, cut)
 	stopped := time.Now()

@@ -189,6 +189,19 @@ func (ss *session) watchEnded(ctx context.Context, err error) error {
 	return fmt.Errorf("watch of %s ended: %v", ss.m.cfg.Prefix, err)
 }
 
+// callTimeout bounds each etcd call of the session's loop. A member that
+// has just been cut from its peers still believes it has a leader for an
+// election timeout, and holds a request sent to it then until its own
+// request timeout (5 s and more): the loop must not wait that long. A
+// write that timed out may have been applied; the watch shows it (a claim
+// is then adopted, see orphan).
+const callTimeout = time.Second
+
+// call returns the context of one etcd call of the loop.
+func (ss *session) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ss.ctx, callTimeout)
+}
+
 // join checks the group's slot count, registers the member under the
 // lease, and reads the group's state; it returns the revision read.
 func (ss *session) join() (int64, error) {

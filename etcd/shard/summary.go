@@ -92,7 +92,9 @@ func (ss *session) publish() {
 		return // a Summary always marshals
 	}
 	key := m.cfg.Prefix + "/summary/" + m.cfg.Name
-	if _, err := ss.cli.Put(ss.ctx, key, string(b), clientv3.WithLease(ss.s.Lease())); err != nil {
+	ctx, cancel := ss.call()
+	defer cancel()
+	if _, err := ss.cli.Put(ctx, key, string(b), clientv3.WithLease(ss.s.Lease())); err != nil {
 		m.log.Warn("shards: publishing the summary failed", "error", err)
 		return
 	}

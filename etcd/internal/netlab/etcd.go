@@ -143,3 +143,19 @@ func (e *Etcd) ServingWatch(t testing.TB, from *Node, want, skip int) int {
 	t.Fatalf("netlab: fewer than %d watchers after 30s", want)
 	return -1
 }
+
+// Leader returns the index of the member that leads now, asking from node
+// from, or -1 when none says it does.
+func (e *Etcd) Leader(t testing.TB, from *Node) int {
+	t.Helper()
+	cli := from.Client(t, e.Endpoints...)
+	for i, ep := range e.Endpoints {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		st, err := cli.Status(ctx, ep)
+		cancel()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return i
+		}
+	}
+	return -1
+}
