@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/ownership"
@@ -121,6 +122,18 @@ func (m *Manager) Token(slot int) (fencing.Token, bool) {
 		return fencing.Token{}, false
 	}
 	return c.Token(), true
+}
+
+// ClaimedAt returns when this replica claimed slot, while it owns it:
+// every operation under the claim started after it, so a result stamped
+// earlier is from an earlier ownership (the fleet example's summary counts
+// such a Done as not yet done again).
+func (m *Manager) ClaimedAt(slot int) (time.Time, bool) {
+	c := m.claims[slot].Load()
+	if c == nil {
+		return time.Time{}, false
+	}
+	return c.Since(), true
 }
 
 // Members returns the group's live members as last seen, sorted.
