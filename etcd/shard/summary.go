@@ -89,7 +89,6 @@ func (ss *session) publish() {
 	ss.pub.last, ss.pub.lastAt = next, now
 }
 
-
 func orEmpty(slots []int) []int {
 	if slots == nil {
 		return []int{}

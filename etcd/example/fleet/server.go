@@ -88,4 +88,3 @@ func printCounts(w io.Writer, r shard.Report) {
 func counts(c reconciler.ObjectCounts) string {
 	return fmt.Sprintf("%d done, %d pending, %d refreshing, %d error", c.Done, c.Pending, c.Refreshing, c.Error)
 }
-
