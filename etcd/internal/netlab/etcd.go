@@ -159,3 +159,29 @@ func (e *Etcd) Leader(t testing.TB, from *Node) int {
 	}
 	return -1
 }
+
+// MakeFollower moves etcd leadership away from member i if it leads, so
+// that cutting i from its peers tests what a partitioned follower does,
+// without an etcd election on top (cutting the leader is a fault of its
+// own). It asks from node from and fails the test if leadership does not
+// move.
+func (e *Etcd) MakeFollower(t testing.TB, from *Node, i int) {
+	t.Helper()
+	if e.Leader(t, from) != i {
+		return
+	}
+	other := (i + 1) % len(e.Nodes)
+	cli := from.Client(t, e.Endpoints[i])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, e.Endpoints[other])
+	if err != nil {
+		t.Fatalf("netlab: status of member %d: %v", other, err)
+	}
+	if _, err := cli.MoveLeader(ctx, st.Header.MemberId); err != nil {
+		t.Fatalf("netlab: move etcd leadership from member %d to %d: %v", i, other, err)
+	}
+	if now := e.Leader(t, from); now == i {
+		t.Fatalf("netlab: member %d still leads after MoveLeader", i)
+	}
+}
