@@ -14,7 +14,8 @@
 //     next member (a member without a leader refuses new streams);
 //   - asks for progress (clientv3.RequestProgress) after Silence without
 //     any response, and abandons the stream for a new one when the
-//     request is not answered within Silence more: a member that hangs
+//     request is not answered within Silence more, or when the member has
+//     not created the watch within 2 × Silence: a member that hangs
 //     without closing its connection is left within 2 × Silence;
 //   - opens each stream with metadata of its own, because clientv3 shares
 //     one gRPC stream between the watches whose contexts carry the same
@@ -134,7 +135,20 @@ func (r *runner) stream(ctx context.Context) error {
 		clientv3.WithRequireLeader(ctx), "converge-watch-stream", id))
 	defer cancel()
 	opts := append([]clientv3.OpOption{clientv3.WithRev(r.next), clientv3.WithProgressNotify()}, r.opts...)
+	// clientv3's Watch returns only once the member has created the
+	// watch: a member that hangs would hold it for ever. Give up on the
+	// stream after two silences, as on one that stopped answering.
+	created := make(chan struct{})
+	giveUp := time.AfterFunc(2*r.silence, func() {
+		select {
+		case <-created:
+		default:
+			cancel()
+		}
+	})
 	wch := r.cli.Watch(sctx, r.key, opts...)
+	close(created)
+	giveUp.Stop()
 	quiet := time.NewTimer(r.silence)
 	defer quiet.Stop()
 	asked := false
