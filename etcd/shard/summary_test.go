@@ -89,8 +89,20 @@ func TestViewAggregatesSummaries(t *testing.T) {
 	if code := getCode(t, srv.URL); code != http.StatusOK {
 		t.Fatalf("endpoint when done: %d, want 200", code)
 	}
-	// A desired key deleted: the summaries no longer cover the desired
-	// state, though no key has a newer revision than they cover.
+	deleteUncovers(t, cli, &covers)
+
+	b.stop()
+	v = waitView(t, cli, func(v View) bool { return len(v.Replicas) == 1 && v.Done })
+	if v.Replicas[0].Name != "a" || len(v.Replicas[0].Slots) != testSlots {
+		t.Fatalf("after b stopped: %+v", v)
+	}
+}
+
+// deleteUncovers deletes the desired key: the summaries no longer cover
+// the desired state, though no key has a newer revision than they cover,
+// until covers says they do.
+func deleteUncovers(t *testing.T, cli *clientv3.Client, covers *atomic.Int64) {
+	t.Helper()
 	del, err := cli.Delete(context.Background(), "/test/desired/x")
 	if err != nil {
 		t.Fatal(err)
@@ -100,12 +112,6 @@ func TestViewAggregatesSummaries(t *testing.T) {
 	}
 	covers.Store(del.Header.Revision)
 	waitView(t, cli, func(v View) bool { return v.Done })
-
-	b.stop()
-	v = waitView(t, cli, func(v View) bool { return len(v.Replicas) == 1 && v.Done })
-	if v.Replicas[0].Name != "a" || len(v.Replicas[0].Slots) != testSlots {
-		t.Fatalf("after b stopped: %+v", v)
-	}
 }
 
 func getCode(t *testing.T, url string) int {
