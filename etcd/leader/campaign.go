@@ -2,7 +2,9 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -35,23 +37,42 @@ func (e *Elector) campaign(ctx context.Context, s *lease.Session) (fencing.Token
 	var err error
 	for try := 0; tok.Revision == 0; try++ {
 		tok.Revision, err = e.create(ctx, key, s)
-		// Refused by a member without a leader, and not applied: the
-		// next try goes to the next member.
-		if err != nil && (!etcderr.Unavailable(err) || try == maxTries) {
+		// Refused by a member without a leader, or timed out, and not
+		// applied: the next try goes to the next member.
+		if err != nil && (!retriable(err) || try == maxTries) {
 			return tok, fmt.Errorf("create %s: %w", key, err)
 		}
 	}
 	return tok, e.waitOlder(ctx, tok.Revision)
 }
 
+// callTimeout bounds each etcd call of a campaign. A member that has just
+// been cut from its peers still believes it has a leader for an election
+// timeout and holds a request sent to it then until its own request
+// timeout (5 s and more); a standby must not wait that long. A create that
+// timed out may have been applied: it is looked up and adopted.
+const callTimeout = time.Second
+
+func call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, callTimeout)
+}
+
 // maxTries bounds the immediate retries of a call that a member refused
 // as unavailable; then the session starts over after RetryInterval.
 const maxTries = 3
 
+// retriable reports whether a call may be tried again at once, on the
+// next member: refused as unavailable, or not answered within callTimeout.
+func retriable(err error) bool {
+	return etcderr.Unavailable(err) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // create creates key under the session's lease if absent, and returns its
 // create revision, or 0 and the error when it was not created.
 func (e *Elector) create(ctx context.Context, key string, s *lease.Session) (int64, error) {
-	resp, err := e.cfg.Client.Txn(ctx).
+	cctx, cancel := call(ctx)
+	defer cancel()
+	resp, err := e.cfg.Client.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, e.cfg.Name, clientv3.WithLease(s.Lease()))).
 		Else(clientv3.OpGet(key)).Commit()
@@ -76,7 +97,9 @@ func (e *Elector) create(ctx context.Context, key string, s *lease.Session) (int
 // after etcd applied it. Under this session's lease, the key is the
 // session's own; it returns its create revision, or 0 when absent.
 func (e *Elector) adopt(ctx context.Context, key string, s *lease.Session) (int64, error) {
-	resp, err := e.cfg.Client.Get(ctx, key)
+	cctx, cancel := call(ctx)
+	defer cancel()
+	resp, err := e.cfg.Client.Get(cctx, key)
 	if err != nil {
 		return 0, err
 	}
@@ -93,8 +116,10 @@ func (e *Elector) adopt(ctx context.Context, key string, s *lease.Session) (int6
 // time.
 func (e *Elector) waitOlder(ctx context.Context, rev int64) error {
 	for {
-		resp, err := e.cfg.Client.Get(ctx, e.cfg.Prefix+"/",
+		cctx, cancel := call(ctx)
+		resp, err := e.cfg.Client.Get(cctx, e.cfg.Prefix+"/",
 			append(clientv3.WithLastCreate(), clientv3.WithMaxCreateRev(rev-1))...)
+		cancel()
 		if err != nil {
 			return err
 		}

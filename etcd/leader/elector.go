@@ -11,7 +11,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/converge-go/converge/etcd/fencing"
-	"github.com/converge-go/converge/etcd/internal/etcderr"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
 	"github.com/converge-go/converge/etcd/internal/watch"
@@ -126,11 +125,13 @@ func (e *Elector) verify(ctx context.Context, s *lease.Session, tok fencing.Toke
 	var err error
 	// The check writes nothing: a member that refused it as unavailable
 	// (no leader) is simply asked again, and round robin asks the next.
-	for try := 0; try == 0 || (err != nil && etcderr.Unavailable(err) && try <= maxTries); try++ {
-		resp, err = e.cfg.Client.Txn(vctx).
+	for try := 0; try == 0 || (err != nil && retriable(err) && vctx.Err() == nil && try <= maxTries); try++ {
+		cctx, cancel := call(vctx)
+		resp, err = e.cfg.Client.Txn(cctx).
 			If(tok.Compare()).
 			Then(clientv3.OpGet(e.cfg.Prefix+"/", append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)).
 			Commit()
+		cancel()
 	}
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", tok, err)

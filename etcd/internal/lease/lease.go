@@ -44,6 +44,9 @@ const (
 	probeTimeout = time.Second
 )
 
+// grantTimeout bounds the grant of a session's lease.
+const grantTimeout = 2 * time.Second
+
 // revokeRetry is the pause between two tries of a revoke at Close.
 const revokeRetry = 50 * time.Millisecond
 
@@ -86,8 +89,12 @@ func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration)
 	// expire before now + ttl.
 	start := time.Now()
 	// A member without a leader refuses at once instead of holding the
-	// grant until its own request timeout.
-	grant, err := cli.Grant(clientv3.WithRequireLeader(ctx), int64(ttl/time.Second))
+	// grant until its own request timeout, and one just cut from its
+	// peers, which still believes it has a leader, is given up on after
+	// grantTimeout (a grant applied meanwhile expires unused).
+	gctx, gcancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), grantTimeout)
+	defer gcancel()
+	grant, err := cli.Grant(gctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
 	}
