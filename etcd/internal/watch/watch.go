@@ -9,9 +9,12 @@
 // no leader, applies nothing, and sends nothing. Watch here
 //
 //   - requires a leader (clientv3.WithRequireLeader): a member that has
-//     had none for a few election timeouts cancels the stream, and the
-//     stream is opened again, which the client's round robin sends to the
-//     next member (a member without a leader refuses new streams);
+//     had none for 3 to 4 of its election timeouts cancels the stream
+//     (etcd's monitorLeader), and the stream is opened again, which the
+//     client's round robin sends to the next member (a member without a
+//     leader refuses new streams at once). A member cut off from its
+//     peers still answers progress requests from its own state, so this,
+//     not the silence, is what leaves it;
 //   - asks for progress (clientv3.RequestProgress) after Silence without
 //     any response, and abandons the stream for a new one when the
 //     request is not answered within Silence more, or when the member has
