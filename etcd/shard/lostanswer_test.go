@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/converge-go/converge/etcd/internal/etcdcluster"
+	"github.com/converge-go/converge/etcd/internal/lease"
+	"github.com/converge-go/converge/etcd/internal/ownership"
 )
 
 // answerLoser is a client interceptor that lets the first claim
@@ -92,5 +94,60 @@ func TestLostClaimAnswerIsAdopted(t *testing.T) {
 		if !ok || tok.Revision != kv.CreateRevision || int64(tok.Lease) != kv.Lease {
 			t.Fatalf("slot %d: token %v, etcd holds create revision %d under lease %x", slot, tok, kv.CreateRevision, kv.Lease)
 		}
+	}
+}
+
+// The two ends of an orphan (a slot key under this replica's own lease
+// that it does not hold, as a lost claim answer leaves): adopted with its
+// create revision as the token when the slot is assigned here, deleted
+// when it is assigned to another member, so that member can claim it.
+func TestOrphanAdoptedOrReleased(t *testing.T) {
+	c := etcdcluster.Start(t, 1)
+	cli := c.Client(t)
+	ctx := context.Background()
+	m, err := New(Config{Client: cli, Prefix: "/test/shards", Name: "a", Slots: testSlots}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := lease.Start(ctx, cli, 10*time.Second, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	ss := &session{m: m, s: s, ctx: ctx, cli: cli,
+		members: map[string]bool{"a": true, "b": true}, holders: map[int]holder{},
+		held: map[int]*ownership.Claim{}, draining: map[int]bool{},
+		unrelease: map[int]*ownership.Claim{}, drained: make(chan drainDone)}
+	ss.membersChanged()
+	mine, theirs := -1, -1
+	for slot, who := range ss.assigned {
+		if who == "a" {
+			mine = slot
+		} else {
+			theirs = slot
+		}
+	}
+	orphan := func(slot int) int64 {
+		resp, err := cli.Put(ctx, ss.slotKey(slot), "a", clientv3.WithLease(s.Lease()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss.holders[slot] = holder{name: "a", createRev: resp.Header.Revision, lease: s.Lease()}
+		return resp.Header.Revision
+	}
+	mineRev, _ := orphan(mine), orphan(theirs)
+	ss.reconcile()
+	if tok, ok := m.Token(mine); !ok || tok.Revision != mineRev || tok.Lease != s.Lease() {
+		t.Fatalf("orphan of an assigned slot: token %v (%v), want revision %d", tok, ok, mineRev)
+	}
+	if m.Owns(keyIn(theirs)) {
+		t.Fatal("an orphan of a slot assigned elsewhere was adopted")
+	}
+	resp, err := cli.Get(ctx, ss.slotKey(theirs))
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("orphan of a slot assigned elsewhere still in etcd: %v, %v", resp, err)
+	}
+	if len(ss.unrelease) != 0 {
+		t.Fatalf("releases left to retry: %v", ss.unrelease)
 	}
 }
