@@ -54,7 +54,8 @@ func BenchmarkResync10kFiles(b *testing.B) {
 	}, nil)
 }
 
-// BenchmarkResync50MBFile: one manifest of 1000 objects of 50 kB each.
+// BenchmarkResync50MBFile: one manifest of 1000 objects of 50 kB each
+// (over DefaultMaxFileSize, so the limit is raised).
 func BenchmarkResync50MBFile(b *testing.B) {
 	benchResync(b, func(dir string) {
 		var sb strings.Builder
@@ -65,5 +66,5 @@ func BenchmarkResync50MBFile(b *testing.B) {
 		if err := os.WriteFile(filepath.Join(dir, "big.yaml"), []byte(sb.String()), 0o644); err != nil {
 			b.Fatal(err)
 		}
-	}, nil)
+	}, func(c *dirsource.Config[*obj]) { c.MaxFileSize = 64 << 20 })
 }
