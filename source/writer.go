@@ -209,6 +209,11 @@ func (w *writer[Item, Obj]) update(t transformed[Obj]) {
 			w.neverOK++
 		}
 		it.err = t.err.Error()
+		// The kept objects' rows are settled again: another writer may
+		// have taken one over meanwhile.
+		for _, o := range it.objs {
+			w.row(o)
+		}
 	default:
 		if it == nil {
 			it = &item[Obj]{}
