@@ -3,12 +3,10 @@ package source_test
 import (
 	"context"
 	"fmt"
-	"iter"
 	"maps"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -120,68 +118,85 @@ func (m *model) step() string {
 		m.remove(k)
 		return "delete " + k
 	case r < 65:
-		k, ok := m.randomKey(true)
-		to, free := m.randomKey(false)
-		if !ok || !free || m.items[k] == "fifo" {
-			return "nothing"
-		}
-		v := m.items[k]
-		if m.backend == "dir" {
-			if err := os.Rename(m.path(k), m.path(to)); err != nil {
-				m.t.Fatal(err)
-			}
-			m.setModelOnly(to, v)
-		} else {
-			m.st.Delete(k)
-			m.st.Set(to, v)
-			m.setModelOnly(to, v)
-		}
-		m.forget(k)
-		delete(m.items, k)
-		delete(m.lastGood, k)
-		delete(m.neverRd, k)
-		return fmt.Sprintf("rename %s %s", k, to)
+		return m.rename()
 	case r < 75:
-		o := objKeys[m.rng.IntN(len(objKeys))]
-		wtxn := m.f.db.WriteTxn(m.f.table)
-		if m.api[o] {
-			m.f.table.Delete(wtxn, &obj{Key: o})
-			delete(m.api, o)
-		} else {
-			m.f.table.Insert(wtxn, &obj{Key: o, Value: "api", Owner: "api", Status: pending(&obj{}).Status})
-			m.api[o] = true
-		}
-		wtxn.Commit()
-		m.src.Resync() // the periodic resync, made deterministic
-		return fmt.Sprintf("api holds %s: %v", o, m.api[o])
+		return m.apiToggle()
 	case r < 82:
-		if m.backend == "dir" {
-			k, ok := m.randomKey(false)
-			if !ok {
-				return "nothing"
-			}
-			if err := syscall.Mkfifo(m.path(k), 0o644); err != nil {
-				m.t.Fatal(err)
-			}
-			m.items[k] = "fifo"
-			m.neverRd[k] = true
-			return "FIFO " + k
-		}
-		m.mu.Lock()
-		m.outage = true
-		m.mu.Unlock()
-		m.src.Resync()
-		waitStatus(m.t, m.src, "outage seen", func(s source.StatusSnapshot) bool { return !s.Healthy() })
-		m.mu.Lock()
-		m.outage = false
-		m.mu.Unlock()
-		return "store outage"
+		return m.entryOrOutage()
 	case r < 92:
 		m.stop()
 		m.start()
 		return "restart"
 	}
 	return "nothing"
+}
+
+// rename moves an item to a free key.
+func (m *model) rename() string {
+	k, ok := m.randomKey(true)
+	to, free := m.randomKey(false)
+	if !ok || !free || m.items[k] == "fifo" {
+		return "nothing"
+	}
+	v := m.items[k]
+	if m.backend == "dir" {
+		if err := os.Rename(m.path(k), m.path(to)); err != nil {
+			m.t.Fatal(err)
+		}
+		m.setModelOnly(to, v)
+	} else {
+		m.st.Delete(k)
+		m.st.Set(to, v)
+		m.setModelOnly(to, v)
+	}
+	m.forget(k)
+	delete(m.items, k)
+	delete(m.lastGood, k)
+	delete(m.neverRd, k)
+	return fmt.Sprintf("rename %s %s", k, to)
+}
+
+// apiToggle makes the api take an object's row over, or give it back.
+func (m *model) apiToggle() string {
+	o := objKeys[m.rng.IntN(len(objKeys))]
+	wtxn := m.f.db.WriteTxn(m.f.table)
+	if m.api[o] {
+		m.f.table.Delete(wtxn, &obj{Key: o})
+		delete(m.api, o)
+		m.tainted[o] = true // the api removes its object (documented)
+	} else {
+		m.f.table.Insert(wtxn, &obj{Key: o, Value: "api", Owner: "api", Status: pending(&obj{}).Status})
+		m.api[o] = true
+	}
+	wtxn.Commit()
+	m.src.Resync() // the periodic resync, made deterministic
+	return fmt.Sprintf("api holds %s: %v", o, m.api[o])
+}
+
+// entryOrOutage puts a FIFO where a manifest could be (dir), or cuts the
+// store off for one list (store).
+func (m *model) entryOrOutage() string {
+	if m.backend == "dir" {
+		k, ok := m.randomKey(false)
+		if !ok {
+			return "nothing"
+		}
+		if err := syscall.Mkfifo(m.path(k), 0o644); err != nil {
+			m.t.Fatal(err)
+		}
+		m.items[k] = "fifo"
+		m.neverRd[k] = true
+		return "FIFO " + k
+	}
+	m.mu.Lock()
+	m.outage = true
+	m.mu.Unlock()
+	m.src.Resync()
+	waitStatus(m.t, m.src, "outage seen", func(s source.StatusSnapshot) bool { return !s.Healthy() })
+	m.mu.Lock()
+	m.outage = false
+	m.mu.Unlock()
+	return "store outage"
 }
 
 // setModelOnly records a moved item's value as a new key's.
@@ -345,45 +360,4 @@ func (m *model) run(steps int) {
 		m.rec.TriggerFullReconciliation()
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// memTarget is the outside world: it outlives the agent's processes.
-type memTarget struct {
-	mu   sync.Mutex
-	objs map[string]string
-}
-
-func (tg *memTarget) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	tg.objs[o.Key] = o.Value
-	return nil
-}
-
-func (tg *memTarget) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	delete(tg.objs, o.Key)
-	return nil
-}
-
-func (tg *memTarget) Prune(_ context.Context, _ statedb.ReadTxn, objs iter.Seq2[*obj, statedb.Revision]) error {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	keep := map[string]bool{}
-	for o := range objs {
-		keep[o.Key] = true
-	}
-	for k := range tg.objs {
-		if !keep[k] {
-			delete(tg.objs, k)
-		}
-	}
-	return nil
-}
-
-func (tg *memTarget) snapshot() map[string]string {
-	tg.mu.Lock()
-	defer tg.mu.Unlock()
-	return maps.Clone(tg.objs)
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 	"github.com/converge-go/converge/source/dirsource"
