@@ -144,6 +144,9 @@ func TestRestartWithBadManifest(t *testing.T) {
 			if !strings.Contains(body, "table not initialized") || !strings.Contains(body, want) {
 				t.Fatalf("/healthz %q does not say what blocks initialization", body)
 			}
+			if n := strings.Count(body, want); n != 1 {
+				t.Fatalf("/healthz %q says the error %d times", body, n)
+			}
 			if !fileIs(filepath.Join(state, "db.json"), "db")() {
 				t.Fatalf("db.json was removed or changed; agent log:\n%s", p.log())
 			}
