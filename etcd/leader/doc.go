@@ -1,5 +1,6 @@
 // Package leader runs reconcilers on one replica at a time: the one elected
-// through an etcd election (client/v3's concurrency.Election), with every
+// through an etcd election (the protocol of client/v3's
+// concurrency.Election: the oldest key under the prefix leads), with every
 // operation fenced by the term's token.
 //
 // # How it works
@@ -13,10 +14,17 @@
 // wins after another replica's with a Sync whose changes list every
 // object: the other leader may have changed the target meanwhile.
 //
-// After every Campaign the elector checks, in one etcd read, that its key
-// still exists with the revision Campaign created it at and is the oldest
-// of the election: Campaign can return after its lease expired (etcd issue
-// #19597), and such a win is thrown away with a new session.
+// The campaign is the elector's own (campaign.go): its wait for the older
+// key's delete is a watch that cannot go blind (a member cut off from its
+// peers cannot keep it silent; see etcd/internal/watch), and a create of
+// its key whose answer was lost is adopted when the key is under its own
+// lease. After every campaign the elector checks, in one etcd read, that
+// its key still exists with the revision it was created at and is the
+// oldest of the election: a campaign can return after its lease expired
+// (etcd issue #19597), and such a win is thrown away with a new session.
+//
+// Prune runs only while leading: Acquire(ctx, nil) gives the term's token
+// and is cancelled when the term ends, as for any other operation.
 //
 // # Fencing
 //

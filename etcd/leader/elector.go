@@ -9,11 +9,11 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
+	"github.com/converge-go/converge/etcd/internal/watch"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -94,9 +94,8 @@ func (e *Elector) runSession(ctx context.Context) error {
 		defer cancel()
 		s.Close(rctx)
 	}()
-	el := concurrency.NewElection(s.Session, e.cfg.Prefix)
 	cctx, cancel := context.WithCancel(ctx)
-	// Campaign does not watch its session (#19597): end it ourselves.
+	// A campaign whose lease is in doubt is over (#19597).
 	go func() {
 		select {
 		case <-s.Lost():
@@ -104,13 +103,12 @@ func (e *Elector) runSession(ctx context.Context) error {
 		case <-cctx.Done():
 		}
 	}()
-	err = el.Campaign(cctx, e.cfg.Name)
+	tok, err := e.campaign(cctx, s)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	tok, err := e.verify(ctx, s, el)
-	if err != nil {
+	if err := e.verify(ctx, s, tok); err != nil {
 		return err
 	}
 	return e.lead(ctx, s, tok)
@@ -120,30 +118,37 @@ func (e *Elector) runSession(ctx context.Context) error {
 // still exists with the revision Campaign created it at and is the oldest
 // key of the election, in one read, before the lease can be in doubt. This
 // is the check Campaign itself does not make (#19597).
-func (e *Elector) verify(ctx context.Context, s *lease.Session, el *concurrency.Election) (fencing.Token, error) {
-	tok := fencing.Token{Key: el.Key(), Revision: el.Rev(), Lease: s.Lease()}
-	vctx, cancel := context.WithDeadline(ctx, s.Deadline())
+func (e *Elector) verify(ctx context.Context, s *lease.Session, tok fencing.Token) error {
+	vctx, cancel := context.WithDeadline(clientv3.WithRequireLeader(ctx), s.Deadline())
 	defer cancel()
-	resp, err := e.cfg.Client.Txn(vctx).
-		If(tok.Compare()).
-		Then(clientv3.OpGet(e.cfg.Prefix+"/", append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)).
-		Commit()
+	var resp *clientv3.TxnResponse
+	var err error
+	// The check writes nothing: a member that refused it as unavailable
+	// (no leader) is simply asked again, and round robin asks the next.
+	for try := 0; try == 0 || (err != nil && retriable(err) && vctx.Err() == nil && try <= maxTries); try++ {
+		cctx, cancel := call(vctx)
+		resp, err = e.cfg.Client.Txn(cctx).
+			If(tok.Compare()).
+			Then(clientv3.OpGet(e.cfg.Prefix+"/", append(clientv3.WithFirstCreate(), clientv3.WithKeysOnly())...)).
+			Commit()
+		cancel()
+	}
 	if err != nil {
-		return tok, fmt.Errorf("verify %s: %w", tok, err)
+		return fmt.Errorf("verify %s: %w", tok, err)
 	}
 	if !resp.Succeeded {
-		return tok, fmt.Errorf("%w: %s", ErrCampaignStale, tok)
+		return fmt.Errorf("%w: %s", ErrCampaignStale, tok)
 	}
 	kvs := resp.Responses[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 || string(kvs[0].Key) != tok.Key {
-		return tok, fmt.Errorf("%w: %s is not the oldest key", ErrCampaignStale, tok)
+		return fmt.Errorf("%w: %s is not the oldest key", ErrCampaignStale, tok)
 	}
 	select {
 	case <-s.Lost():
-		return tok, fmt.Errorf("verify %s: %w", tok, ErrLeaseInDoubt)
+		return fmt.Errorf("verify %s: %w", tok, ErrLeaseInDoubt)
 	default:
 	}
-	return tok, nil
+	return nil
 }
 
 // lead holds one term until the lease is in doubt, the election key is
@@ -152,8 +157,11 @@ func (e *Elector) lead(ctx context.Context, s *lease.Session, tok fencing.Token)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	// Watch from the key's creation on, so that a delete that already
-	// happened is seen too.
-	wch := e.cfg.Client.Watch(wctx, tok.Key, clientv3.WithRev(tok.Revision+1))
+	// happened is seen too; a watch that cannot go blind (package watch),
+	// since its silence is taken to mean the key is still there.
+	w := watch.New(wctx, e.cfg.Client, tok.Key, tok.Revision+1, 0)
+	defer w.Stop()
+	wch := w.C()
 
 	e.startTerm(ownership.NewClaim(tok))
 	e.log.Info("leading", "token", tok)
@@ -167,7 +175,7 @@ func (e *Elector) lead(ctx context.Context, s *lease.Session, tok fencing.Token)
 			cause = ErrStopped
 		case wr, ok := <-wch:
 			switch {
-			case !ok || wr.Canceled || wr.Err() != nil:
+			case !ok || wr.Err != nil:
 				// Without a watch a deleted key would go unnoticed
 				// until the lease is in doubt; step down now.
 				cause = fmt.Errorf("%w: watch of %s ended", ErrLeadershipLost, tok.Key)

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/etcdcluster"
@@ -166,11 +165,11 @@ func TestVerifyRefusesCampaignWonWithExpiredLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	el := concurrency.NewElection(s.Session, e.cfg.Prefix)
-	if err := el.Campaign(ctx, "a"); err != nil {
+	tok, err := e.campaign(ctx, s)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.verify(ctx, s, el); err != nil {
+	if err := e.verify(ctx, s, tok); err != nil {
 		t.Fatalf("verify of a live win: %v", err)
 	}
 	// The lease expires (revoked here, as the server does at expiry)
@@ -178,7 +177,7 @@ func TestVerifyRefusesCampaignWonWithExpiredLease(t *testing.T) {
 	if _, err := cli.Revoke(ctx, s.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.verify(ctx, s, el); !errors.Is(err, ErrCampaignStale) && !errors.Is(err, ErrLeaseInDoubt) {
+	if err := e.verify(ctx, s, tok); !errors.Is(err, ErrCampaignStale) && !errors.Is(err, ErrLeaseInDoubt) {
 		t.Fatalf("verify after the lease was revoked: %v, want ErrCampaignStale", err)
 	}
 }

@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"time"
 
 	"github.com/converge-go/converge/etcd/fencing"
 )
@@ -45,6 +46,17 @@ func (e *Elector) Token() (fencing.Token, bool) {
 		return fencing.Token{}, false
 	}
 	return e.term.Token(), true
+}
+
+// TermStarted returns when the current term started, and false when not
+// leading: every operation of the term started after it.
+func (e *Elector) TermStarted() (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.term == nil {
+		return time.Time{}, false
+	}
+	return e.term.Since(), true
 }
 
 // Owns implements Ownership: a leader owns every key and the whole set;

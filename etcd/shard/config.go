@@ -78,8 +78,10 @@ type Config struct {
 	ReleaseTimeout time.Duration
 
 	// Report, if set, is called for the replica's Summary: the counts of
-	// the reconcilers that shard by this Manager. It must be cheap
-	// (reconciler.Reconciler.Status is) and must not block.
+	// the objects of the slots this replica owns (Owned, as of the call),
+	// and the desired revision they cover (Report.Covers; the view is
+	// never Done without it). It must not block, and is called at every
+	// turn of the manager's loop.
 	Report func() Report
 
 	// SummaryInterval: a summary whose counts changed is republished at

@@ -42,19 +42,42 @@
 // replicas shard instance groups this way, with an etcd target that checks
 // the token in every write.
 //
-// Whole-set reconcilers (SyncOperations, Prune) cannot shard: one Sync
-// covers every key. Owns(nil) is always false here; run them under package
-// leader instead.
+// Whole-set reconcilers (SyncOperations) cannot shard: one Sync covers
+// every key. Owns(nil) is always false here; run them under package leader
+// instead.
+//
+// Prune does shard: it is given the objects of the keys this replica owns
+// and removes only what belongs to the slots it holds. The engine calls
+// Acquire(ctx, nil) before each Prune (ok == false, holding no slot: prune
+// nothing) and reads which keys it owns after that; the Prune runs under
+// the returned context, which is cancelled (ErrOwnershipChanged) at any
+// change of the owned slots, and fences each removal with
+// Acquire(pruneCtx, key): that succeeds only for a slot held under the
+// claim it was held under when the Prune was acquired, and carries that
+// slot's token.
 //
 // # The cluster-wide view
 //
 // Each replica publishes a Summary under its lease at Prefix/summary/<Name>:
-// the slots it owns and the counts Config.Report gives (the reconcilers'
-// Status of the owned keys). Slot changes are published at once, count
-// changes at most every SummaryInterval, so the write rate does not depend
-// on the number of objects. ReadView folds the summaries and the claims into
-// a View that says whether the whole desired set is Done; ViewHandler serves
-// it over HTTP (200 when done, 503 otherwise).
+// the slots it owns and what Config.Report gives: the counts of the owned
+// keys and the desired revision they cover. Slot changes are published at
+// once, count changes at most every SummaryInterval, so the write rate
+// does not depend on the number of objects. ReadView folds the summaries,
+// the members and the claims into a View; ViewHandler serves it over HTTP
+// (200 when done, 503 otherwise). The view is Done only when every slot is
+// claimed by a live member whose summary lists it and was written after
+// the claim, no count is outstanding, and every summary covers the
+// desired state as the view read it (a summary left by a killed replica,
+// or one taken before the changes reached its table, does not).
+//
+// # Liveness
+//
+// The group's watch cannot go blind (etcd/internal/watch): it requires an
+// etcd leader and asks for progress when silent, so a member cut off from
+// its peers cannot hide a leaver or a joiner. Each etcd call of the loop
+// requires a leader and is bounded by a second. A claim that etcd applied
+// but whose answer was lost is found under this replica's own lease and
+// adopted (or released, when the slot is no longer assigned here).
 //
 // # What is not guaranteed
 //

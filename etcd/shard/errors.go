@@ -31,6 +31,11 @@ var (
 	// found the lease gone. Every slot ends before the lease can expire.
 	ErrLeaseInDoubt = errors.New("shard: lease in doubt")
 
+	// ErrOwnershipChanged is the cause of a Prune's context (Acquire with
+	// a nil key) when the slots this replica owns changed while it ran:
+	// the objects it was given may no longer match the slots it covers.
+	ErrOwnershipChanged = errors.New("shard: owned slots changed during a prune")
+
 	// ErrStopped is the cause when the manager stops: its slots are released
 	// by revoking its lease.
 	ErrStopped = errors.New("shard: stopped")

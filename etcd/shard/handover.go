@@ -11,27 +11,60 @@ import (
 )
 
 // reconcile moves the held slots toward the assignment: it starts draining
-// the slots that belong to another member now, and claims the free slots
-// that belong to this one.
+// the slots that belong to another member now, claims the free slots that
+// belong to this one, and settles the slot keys found under this replica's
+// lease that it does not hold (see orphan).
 func (ss *session) reconcile() {
 	me := ss.m.cfg.Name
 	var claim []int
+	adopted := false
 	for slot, want := range ss.assigned {
 		c := ss.held[slot]
+		h, taken := ss.holders[slot]
 		switch {
 		case c != nil && want != me && !ss.draining[slot]:
 			ss.startDrain(slot, c)
-		case c == nil && want == me:
-			if _, taken := ss.holders[slot]; !taken {
-				claim = append(claim, slot)
-			}
+		case c != nil:
+		case taken && h.lease == ss.s.Lease():
+			adopted = ss.orphan(slot, h, want == me) || adopted
+		case !taken && want == me:
+			claim = append(claim, slot)
 		}
+	}
+	if adopted {
+		ss.m.changed.Notify()
 	}
 	for len(claim) > 0 {
 		n := min(len(claim), claimBatch)
 		ss.claim(claim[:n])
 		claim = claim[n:]
 	}
+}
+
+// orphan settles a slot key that is under this replica's own lease but
+// not held: a claim etcd applied whose answer was lost (the client saw
+// Unavailable, a reset connection; clientv3 does not retry a Txn once it
+// was sent). Nobody else can claim the slot while the key lives, so
+// leaving it orphans the slot for as long as the lease lives. If the slot
+// is assigned here the key is this replica's claim, with its create
+// revision as the token, and adopt reports true; otherwise it is released
+// like a handed-over claim. A key being released already is left alone.
+func (ss *session) orphan(slot int, h holder, mine bool) (adopt bool) {
+	if ss.unrelease[slot] != nil {
+		return false
+	}
+	tok := fencing.Token{Key: ss.slotKey(slot), Revision: h.createRev, Lease: h.lease}
+	c := ownership.NewClaim(tok)
+	if !mine {
+		c.End(ErrHandedOver)
+		ss.unrelease[slot] = c
+		ss.retryReleases()
+		return false
+	}
+	ss.m.log.Info("shards: adopting a claim whose answer was lost", "slot", slot, "token", tok)
+	ss.held[slot] = c
+	ss.m.claims[slot].Store(c)
+	return true
 }
 
 // claim asks for free slots in one transaction, each slot's put guarded by
@@ -46,7 +79,9 @@ func (ss *session) claim(slots []int) {
 			[]clientv3.Op{clientv3.OpPut(key, ss.m.cfg.Name, clientv3.WithLease(ss.s.Lease()))},
 			nil)
 	}
-	resp, err := ss.cli.Txn(ss.ctx).Then(ops...).Commit()
+	ctx, cancel := ss.call()
+	defer cancel()
+	resp, err := ss.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		ss.m.log.Warn("shards: claim failed", "slots", len(slots), "error", err)
 		ss.retry = true
@@ -63,7 +98,7 @@ func (ss *session) claim(slots []int) {
 		tok := fencing.Token{Key: ss.slotKey(slot), Revision: rev, Lease: ss.s.Lease()}
 		c := ownership.NewClaim(tok)
 		ss.held[slot] = c
-		ss.holders[slot] = holder{name: ss.m.cfg.Name, createRev: rev}
+		ss.holders[slot] = holder{name: ss.m.cfg.Name, createRev: rev, lease: ss.s.Lease()}
 		ss.m.claims[slot].Store(c)
 		claimed = true
 	}
@@ -123,13 +158,22 @@ func (ss *session) release(d drainDone) {
 func (ss *session) retryReleases() {
 	for slot, c := range ss.unrelease {
 		tok := c.Token()
-		_, err := ss.cli.Txn(ss.ctx).If(tok.Compare()).Then(clientv3.OpDelete(tok.Key)).Commit()
+		ctx, cancel := ss.call()
+		_, err := ss.cli.Txn(ctx).If(tok.Compare()).Then(clientv3.OpDelete(tok.Key)).Commit()
+		cancel()
 		if err != nil {
+			// The delete may have been applied with its answer lost: the
+			// key, if still there, is released again at the next retry.
 			ss.m.log.Warn("shards: release failed", "slot", slot, "error", err)
 			ss.retry = true
 			continue
 		}
 		delete(ss.unrelease, slot)
+		// Gone: not to be taken for an orphan of ours before the watch
+		// delivers the delete.
+		if h, ok := ss.holders[slot]; ok && h.createRev == tok.Revision {
+			delete(ss.holders, slot)
+		}
 	}
 }
 

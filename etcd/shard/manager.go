@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/ownership"
@@ -62,8 +63,9 @@ func (m *Manager) Slots() int { return m.cfg.Slots }
 func (m *Manager) SlotOf(key []byte) int { return SlotOf(key, m.cfg.Slots) }
 
 // Owns implements Ownership. It is one hash and one atomic load. key == nil
-// (the whole set) is never owned: whole-set reconcilers are leader-only and
-// belong under package leader, not here.
+// (the whole set) is never owned: whole-set reconcilers (SyncOperations)
+// are leader-only and belong under package leader, not here. A Prune is
+// not whole-set work here: it covers the slots held (Acquire(ctx, nil)).
 func (m *Manager) Owns(key []byte) bool {
 	if key == nil {
 		return false
@@ -79,12 +81,20 @@ func (m *Manager) Owns(key []byte) bool {
 // released to its new owner only once every such operation has been
 // released, or DrainTimeout has passed. ok == false when the slot is not
 // owned or is being handed over; nothing may start.
+//
+// key == nil asks for a Prune of the slots this replica holds (see
+// acquirePrune): ok while it holds at least one. The Prune's context
+// carries no single token; the target fences each removal with
+// Acquire(pruneCtx, key), which then succeeds only for the slots held when
+// the Prune was acquired, under the same claims. The engine must read
+// which keys it owns, for the objects it gives Prune, after Acquire.
 func (m *Manager) Acquire(ctx context.Context, key []byte) (context.Context, func(), bool) {
 	if key == nil {
-		return nil, nil, false
+		return m.acquirePrune(ctx)
 	}
-	c := m.claims[m.SlotOf(key)].Load()
-	if c == nil {
+	slot := m.SlotOf(key)
+	c := m.claims[slot].Load()
+	if c == nil || !inPruneScope(ctx, slot, c) {
 		return nil, nil, false
 	}
 	return c.Start(ctx)
@@ -112,6 +122,18 @@ func (m *Manager) Token(slot int) (fencing.Token, bool) {
 		return fencing.Token{}, false
 	}
 	return c.Token(), true
+}
+
+// ClaimedAt returns when this replica claimed slot, while it owns it:
+// every operation under the claim started after it, so a result stamped
+// earlier is from an earlier ownership (the fleet example's summary counts
+// such a Done as not yet done again).
+func (m *Manager) ClaimedAt(slot int) (time.Time, bool) {
+	c := m.claims[slot].Load()
+	if c == nil {
+		return time.Time{}, false
+	}
+	return c.Since(), true
 }
 
 // Members returns the group's live members as last seen, sorted.

@@ -160,12 +160,12 @@ func TestDrainTimeoutCancelsAndHandsOver(t *testing.T) {
 	if err := fencing.Do(opCtx, cli, clientv3.OpPut("/target/x", "late")); !errors.Is(err, fencing.ErrStale) && !errors.Is(err, context.Canceled) {
 		t.Fatalf("late write of the hung op: %v, want refused", err)
 	}
-	if err := fencing.Do(fencing.WithToken(context.Background(), mustToken(t, b, slot)), cli, clientv3.OpPut("/target/x", "late")); err != nil {
+	if err := fencing.Do(fencing.WithToken(context.Background(), mustToken(t, b.Manager, slot)), cli, clientv3.OpPut("/target/x", "late")); err != nil {
 		t.Fatalf("new owner's write: %v", err)
 	}
 }
 
-func mustToken(t *testing.T, cur *member, slot int) fencing.Token {
+func mustToken(t *testing.T, cur *Manager, slot int) fencing.Token {
 	t.Helper()
 	tok, ok := cur.Token(slot)
 	if !ok {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
+	"github.com/converge-go/converge/etcd/internal/watch"
 )
 
 // claimBatch is how many slots one claim transaction asks for (each as a
@@ -50,6 +51,7 @@ func (m *Manager) Run(ctx context.Context) error {
 type holder struct {
 	name      string
 	createRev int64
+	lease     clientv3.LeaseID // the lease the key is attached to
 }
 
 type drainDone struct {
@@ -84,7 +86,10 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	ss := &session{
-		m: m, s: s, ctx: sctx, cli: m.cfg.Client,
+		// A member without a leader refuses the session's calls at once
+		// instead of holding them until its own request timeout; reads
+		// are retried on the next member.
+		m: m, s: s, ctx: clientv3.WithRequireLeader(sctx), cli: m.cfg.Client,
 		members: map[string]bool{}, holders: map[int]holder{},
 		held: map[int]*ownership.Claim{}, draining: map[int]bool{},
 		unrelease: map[int]*ownership.Claim{}, drained: make(chan drainDone),
@@ -130,10 +135,14 @@ func (m *Manager) runSession(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	return ss.loop(ctx, ss.cli.Watch(sctx, m.cfg.Prefix+"/", clientv3.WithPrefix(), clientv3.WithRev(rev+1)))
+	// The group's watch must not go blind (package watch): its silence is
+	// taken to mean that no member joined or left and no claim moved.
+	w := watch.New(sctx, ss.cli, m.cfg.Prefix+"/", rev+1, 0, clientv3.WithPrefix())
+	defer w.Stop()
+	return ss.loop(ctx, w.C())
 }
 
-func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
+func (ss *session) loop(ctx context.Context, wch <-chan watch.Response) error {
 	retry := time.NewTicker(ss.m.cfg.RetryInterval)
 	defer retry.Stop()
 	summary := time.NewTicker(ss.m.cfg.SummaryInterval)
@@ -148,8 +157,8 @@ func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
 		case <-ctx.Done():
 			return nil
 		case wr, ok := <-wch:
-			if !ok || wr.Canceled || wr.Err() != nil {
-				return fmt.Errorf("watch of %s ended: %v", ss.m.cfg.Prefix, wr.Err())
+			if !ok || wr.Err != nil {
+				return ss.watchEnded(ctx, wr.Err)
 			}
 			ss.apply(wr.Events)
 		case d := <-ss.drained:
@@ -162,6 +171,35 @@ func (ss *session) loop(ctx context.Context, wch clientv3.WatchChan) error {
 			ss.retryReleases()
 		}
 	}
+}
+
+// watchEnded says why the group's watch ended: it closes when the
+// session's context ends, which the lease in doubt and a stop both do, and
+// ends with an error once its revision is compacted (then the session
+// joins again, reading the whole group).
+func (ss *session) watchEnded(ctx context.Context, err error) error {
+	select {
+	case <-ss.s.Lost():
+		return ErrLeaseInDoubt
+	default:
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("watch of %s ended: %v", ss.m.cfg.Prefix, err)
+}
+
+// callTimeout bounds each etcd call of the session's loop. A member that
+// has just been cut from its peers still believes it has a leader for an
+// election timeout, and holds a request sent to it then until its own
+// request timeout (5 s and more): the loop must not wait that long. A
+// write that timed out may have been applied; the watch shows it (a claim
+// is then adopted, see orphan).
+const callTimeout = time.Second
+
+// call returns the context of one etcd call of the loop.
+func (ss *session) call() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ss.ctx, callTimeout)
 }
 
 // join checks the group's slot count, registers the member under the
@@ -192,7 +230,7 @@ func (ss *session) join() (int64, error) {
 		return 0, fmt.Errorf("read group: %w", err)
 	}
 	for _, kv := range get.Kvs {
-		ss.applyPut(string(kv.Key), string(kv.Value), kv.CreateRevision)
+		ss.applyPut(string(kv.Key), string(kv.Value), kv.CreateRevision, clientv3.LeaseID(kv.Lease))
 	}
 	ss.membersChanged()
 	return get.Header.Revision, nil
@@ -205,7 +243,7 @@ func (ss *session) apply(evs []*clientv3.Event) {
 	for _, ev := range evs {
 		key := string(ev.Kv.Key)
 		if ev.Type == clientv3.EventTypePut {
-			changed = ss.applyPut(key, string(ev.Kv.Value), ev.Kv.CreateRevision) || changed
+			changed = ss.applyPut(key, string(ev.Kv.Value), ev.Kv.CreateRevision, clientv3.LeaseID(ev.Kv.Lease)) || changed
 		} else {
 			changed = ss.applyDelete(key, ev.Kv.ModRevision) || changed
 		}
@@ -217,7 +255,7 @@ func (ss *session) apply(evs []*clientv3.Event) {
 
 // applyPut records a member or a slot holder; it reports whether the
 // members changed.
-func (ss *session) applyPut(key, value string, createRev int64) bool {
+func (ss *session) applyPut(key, value string, createRev int64, lease clientv3.LeaseID) bool {
 	if name, ok := ss.memberName(key); ok {
 		had := ss.members[name]
 		ss.members[name] = true
@@ -225,7 +263,7 @@ func (ss *session) applyPut(key, value string, createRev int64) bool {
 	}
 	if slot, ok := ss.slotOf(key); ok {
 		if h, ok := ss.holders[slot]; !ok || h.createRev <= createRev {
-			ss.holders[slot] = holder{name: value, createRev: createRev}
+			ss.holders[slot] = holder{name: value, createRev: createRev, lease: lease}
 		}
 	}
 	return false

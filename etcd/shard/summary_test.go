@@ -23,7 +23,7 @@ func waitView(t *testing.T, cli *clientv3.Client, cond func(View) bool) View {
 	defer cancel()
 	wch := cli.Watch(ctx, "/test/shards/", clientv3.WithPrefix())
 	for {
-		v, err := ReadView(ctx, cli, "/test/shards")
+		v, err := ReadView(ctx, cli, "/test/shards", "/test/desired/")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,13 +39,18 @@ func waitView(t *testing.T, cli *clientv3.Client, cond func(View) bool) View {
 }
 
 // Each replica publishes its slots and counts; the view sums them and says
-// Done only when every slot is claimed by a replica that lists it and no
-// object is outstanding anywhere. A replica that stops takes its summary
-// with it.
+// Done only when every slot is claimed by a replica that lists it, no
+// object is outstanding anywhere, and every summary covers the desired
+// state's last change, a delete included (finding 10). A replica that
+// stops takes its summary with it.
 func TestViewAggregatesSummaries(t *testing.T) {
 	c := etcdcluster.Start(t, 1)
 	cli := c.Client(t)
-	var pendingA atomic.Int64
+	put, err := cli.Put(context.Background(), "/test/desired/x", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pendingA, covers atomic.Int64
 	pendingA.Store(2)
 	report := func(pending *atomic.Int64, done int) func(*Config) {
 		return func(cfg *Config) {
@@ -55,7 +60,7 @@ func TestViewAggregatesSummaries(t *testing.T) {
 				if pending != nil {
 					p = int(pending.Load())
 				}
-				return Report{Objects: reconciler.ObjectCounts{Pending: p, Done: done}}
+				return Report{Objects: reconciler.ObjectCounts{Pending: p, Done: done}, Covers: covers.Load()}
 			}
 		}
 	}
@@ -68,23 +73,45 @@ func TestViewAggregatesSummaries(t *testing.T) {
 	if v.Done || v.Objects.Pending != 2 || v.Objects.Done != 15 || v.Claimed != testSlots || v.Slots != testSlots {
 		t.Fatalf("view with a's 2 pending: %+v", v)
 	}
-	srv := httptest.NewServer(ViewHandler(cli, "/test/shards"))
+	srv := httptest.NewServer(ViewHandler(cli, "/test/shards", "/test/desired/"))
 	defer srv.Close()
 	if code := getCode(t, srv.URL); code != http.StatusServiceUnavailable {
 		t.Fatalf("endpoint while not done: %d, want 503", code)
 	}
 
 	pendingA.Store(0)
+	v = waitView(t, cli, func(v View) bool { return v.Objects.Pending == 0 })
+	if v.Done || v.Covered {
+		t.Fatalf("view Done with summaries that cover no desired revision: %+v", v)
+	}
+	covers.Store(put.Header.Revision)
 	waitView(t, cli, func(v View) bool { return v.Done })
 	if code := getCode(t, srv.URL); code != http.StatusOK {
 		t.Fatalf("endpoint when done: %d, want 200", code)
 	}
+	deleteUncovers(t, cli, &covers)
 
 	b.stop()
 	v = waitView(t, cli, func(v View) bool { return len(v.Replicas) == 1 && v.Done })
 	if v.Replicas[0].Name != "a" || len(v.Replicas[0].Slots) != testSlots {
 		t.Fatalf("after b stopped: %+v", v)
 	}
+}
+
+// deleteUncovers deletes the desired key: the summaries no longer cover
+// the desired state, though no key has a newer revision than they cover,
+// until covers says they do.
+func deleteUncovers(t *testing.T, cli *clientv3.Client, covers *atomic.Int64) {
+	t.Helper()
+	del, err := cli.Delete(context.Background(), "/test/desired/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := ReadView(context.Background(), cli, "/test/shards", "/test/desired/"); err != nil || v.Done || v.Covered {
+		t.Fatalf("view after a delete the summaries do not cover: %+v, %v", v, err)
+	}
+	covers.Store(del.Header.Revision)
+	waitView(t, cli, func(v View) bool { return v.Done })
 }
 
 func getCode(t *testing.T, url string) int {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sync/atomic"
 	"time"
 
 	"github.com/cilium/hive"
@@ -85,11 +84,11 @@ func ownershipCells(o options) []cell.Cell {
 				return leader.Config{Client: cli, Prefix: o.prefix + "/leader", Name: o.name, TTL: o.ttl}
 			}),
 			leader.Cell,
-			cell.Module("leader-summary", "Publishes the leader summary for the view",
+			cell.Module("leader-view", "Publishes the leader view",
 				cell.ProvidePrivate(job.Registry.NewGroup),
 				cell.Invoke(func(jobs job.Group, cli *clientv3.Client, e *leader.Elector, rep *reporter) {
 					jobs.Add(job.OneShot("publish", func(ctx context.Context, _ cell.Health) error {
-						publishLeaderSummary(ctx, cli, e, o, rep)
+						publishLeaderView(ctx, cli, e, o, rep)
 						return nil
 					}))
 				})),
@@ -99,7 +98,7 @@ func ownershipCells(o options) []cell.Cell {
 						return []int{0}
 					}
 					return nil
-				}}
+				}, since: func(int) (time.Time, bool) { return e.TermStarted() }}
 			}),
 		}
 	}
@@ -111,29 +110,14 @@ func ownershipCells(o options) []cell.Cell {
 		}),
 		shard.Cell,
 		cell.Provide(func(m *shard.Manager) scopes {
-			return scopes{ownership: m, owned: m.Owned, of: func(name string) int { return m.SlotOf([]byte(name)) }}
+			return scopes{ownership: m, owned: m.Owned, of: func(name string) int { return m.SlotOf([]byte(name)) }, since: m.ClaimedAt}
 		}),
 	}
 }
 
-// reporter gives the shard Manager the reconciler's counts for the
-// replica's summary; the reconciler is constructed after the Manager.
-type reporter struct {
-	rec atomic.Pointer[reconciler.Reconciler[*Group]]
-}
-
-func (r *reporter) report() shard.Report {
-	p := r.rec.Load()
-	if p == nil {
-		return shard.Report{}
-	}
-	st := (*p).Status()
-	return shard.Report{Objects: st.Objects, InFlight: st.InFlight, Retries: st.Retries}
-}
-
-func registerSource(cli *clientv3.Client, o options, groups statedb.RWTable[*Group], p source.Params) error {
+func registerSource(cli *clientv3.Client, o options, groups statedb.RWTable[*Group], rep *reporter, p source.Params) error {
 	desired := o.prefix + "/desired/"
-	return etcdsource.Register(etcdsource.Config[*Group]{
+	src, err := etcdsource.New(etcdsource.Config[*Group]{
 		Client: cli,
 		Prefix: desired,
 		Decode: decodeGroup(desired),
@@ -144,6 +128,15 @@ func registerSource(cli *clientv3.Client, o options, groups statedb.RWTable[*Gro
 			Pending: func(g *Group) *Group { return setGroupStatus(g, reconciler.StatusPending()) },
 		},
 	}, p)
+	if err != nil {
+		return err
+	}
+	rep.src = src
+	p.JobGroup.Add(job.OneShot("coverage", func(ctx context.Context, _ cell.Health) error {
+		rep.trackCoverage(ctx)
+		return nil
+	}))
+	return nil
 }
 
 func registerReconciler(cli *clientv3.Client, o options, groups statedb.RWTable[*Group], sc scopes,
@@ -170,6 +163,7 @@ func registerReconciler(cli *clientv3.Client, o options, groups statedb.RWTable[
 		return err
 	}
 	rep.rec.Store(&rec)
+	rep.db, rep.groups, rep.sc = p.DB, groups, sc
 	jobs.Add(job.OneShot("prune-regained", regainJob(sc, rec.TriggerFullReconciliation)))
 	if o.events != nil {
 		jobs.Add(job.OneShot("events", func(ctx context.Context, _ cell.Health) error {

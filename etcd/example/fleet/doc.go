@@ -34,6 +34,11 @@
 //
 // With -http, a replica also serves GET /view (the same view as JSON: 200
 // when Done, 503 when not) and GET /status (its reconciler's status).
+// Both modes answer with one shape, shard.View: leader-only, the leader
+// publishes its view as a group of one slot that it holds. The view is
+// Done only when every owner's counts cover the desired groups as the
+// view read them: each replica's summary says which desired revision its
+// table holds (report.go).
 //
 // On its standard output a replica prints "table ready" once its table
 // holds the desired set, and "owned N" whenever the number of slots (or

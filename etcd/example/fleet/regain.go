@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/cilium/hive/cell"
 
@@ -17,6 +18,8 @@ type scopes struct {
 	owned func() []int
 	// of returns a group's scope.
 	of func(name string) int
+	// since returns when the scope was claimed, while it is owned.
+	since func(scope int) (time.Time, bool)
 }
 
 // pruneRegained triggers a full reconciliation (its prune) each time this

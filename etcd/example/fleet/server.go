@@ -50,43 +50,16 @@ func registerServer(lc cell.Lifecycle, cli *clientv3.Client, o options, rep *rep
 	})
 }
 
-// viewHandler is shard.ViewHandler for a sharded fleet, and the leader's
-// view (leaderView) for a leader-only one.
+// viewHandler is shard.ViewHandler of the fleet's view (viewPrefix), in
+// either mode.
 func viewHandler(cli *clientv3.Client, o options) http.Handler {
-	if !o.leaderOnly {
-		return shard.ViewHandler(cli, o.prefix+"/shards")
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := readLeaderView(r.Context(), cli, o.prefix)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if !v.Done {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		_ = json.NewEncoder(w).Encode(v)
-	})
+	return shard.ViewHandler(cli, viewPrefix(o), o.prefix+"/desired/")
 }
 
 // printView prints the view of the fleet at o.prefix to w and reports
 // whether the whole desired set is Done.
 func printView(ctx context.Context, w io.Writer, cli *clientv3.Client, o options, asJSON bool) (bool, error) {
-	if o.leaderOnly {
-		v, err := readLeaderView(ctx, cli, o.prefix)
-		if err != nil {
-			return false, err
-		}
-		if asJSON {
-			return v.Done, json.NewEncoder(w).Encode(v)
-		}
-		fmt.Fprintf(w, "leader:  %s\n", orNone(v.Leader))
-		printCounts(w, v.Summary.Report)
-		fmt.Fprintf(w, "done:    %v\n", v.Done)
-		return v.Done, nil
-	}
-	v, err := shard.ReadView(ctx, cli, o.prefix+"/shards")
+	v, err := shard.ReadView(ctx, cli, viewPrefix(o), o.prefix+"/desired/")
 	if err != nil {
 		return false, err
 	}
@@ -103,6 +76,7 @@ func printView(ctx context.Context, w io.Writer, cli *clientv3.Client, o options
 		printCounts(w, s.Report)
 	}
 	fmt.Fprintf(w, "total:   %s\n", counts(v.Objects))
+	fmt.Fprintf(w, "covered: %v (at revision %d)\n", v.Covered, v.Revision)
 	fmt.Fprintf(w, "done:    %v\n", v.Done)
 	return v.Done, nil
 }
@@ -113,11 +87,4 @@ func printCounts(w io.Writer, r shard.Report) {
 
 func counts(c reconciler.ObjectCounts) string {
 	return fmt.Sprintf("%d done, %d pending, %d refreshing, %d error", c.Done, c.Pending, c.Refreshing, c.Error)
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
 }

@@ -52,8 +52,9 @@ type fleetTarget struct {
 	// operation's context and is sent until etcd answers, as a paused
 	// process or a call that does not check its context would.
 	ignoreCancel bool
-	// acquire fences Prune's deletes: the reconciler acquires nothing for
-	// Prune, which covers every key.
+	// acquire fences each of Prune's removals by its key's own claim,
+	// under the Prune's context (Ownership.Acquire(ctx, nil)): sharded,
+	// only a key of a slot held since the Prune was acquired may go.
 	acquire func(ctx context.Context, key []byte) (context.Context, func(), bool)
 
 	mu      sync.Mutex

@@ -44,6 +44,12 @@ const (
 	probeTimeout = time.Second
 )
 
+// grantTimeout bounds the grant of a session's lease.
+const grantTimeout = 2 * time.Second
+
+// revokeRetry is the pause between two tries of a revoke at Close.
+const revokeRetry = 50 * time.Millisecond
+
 // probesBefore is how many probes, at least, are sent before the deadline
 // when no renewal comes: a probe may land on the silent member, and the
 // next one must still have time to reach another and come back.
@@ -82,7 +88,13 @@ func Start(ctx context.Context, cli *clientv3.Client, ttl, margin time.Duration)
 	// The server can grant the lease no earlier than now, so it cannot
 	// expire before now + ttl.
 	start := time.Now()
-	grant, err := cli.Grant(ctx, int64(ttl/time.Second))
+	// A member without a leader refuses at once instead of holding the
+	// grant until its own request timeout, and one just cut from its
+	// peers, which still believes it has a leader, is given up on after
+	// grantTimeout (a grant applied meanwhile expires unused).
+	gctx, gcancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), grantTimeout)
+	defer gcancel()
+	grant, err := cli.Grant(gctx, int64(ttl/time.Second))
 	if err != nil {
 		return nil, err
 	}
@@ -222,8 +234,21 @@ func (s *Session) probe(ctx context.Context, probed chan<- renewal) {
 // When etcd cannot be reached the lease expires on its own.
 func (s *Session) Close(ctx context.Context) {
 	// Revoke with our own deadline: concurrency.Session.Close would wait
-	// up to a whole TTL.
-	_, _ = s.Client().Revoke(ctx, s.Lease())
+	// up to a whole TTL. A member between two etcd leaders drops the
+	// revoke at once: try again, on the next member, until the deadline,
+	// rather than leave the lease to expire a TTL later.
+	for {
+		_, err := s.Client().Revoke(clientv3.WithRequireLeader(ctx), s.Lease())
+		// Past the deadline plus the margin, the lease has expired anyway.
+		expired := time.Now().After(s.Deadline().Add(s.margin))
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || ctx.Err() != nil || expired {
+			break
+		}
+		select {
+		case <-time.After(revokeRetry):
+		case <-ctx.Done():
+		}
+	}
 	s.cancel()
 	<-s.done
 	s.Orphan()

@@ -7,6 +7,7 @@ package ownership
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/converge-go/converge/etcd/fencing"
 )
@@ -44,6 +45,7 @@ func (n *Notifier) Notify() {
 // believes it runs under the claim.
 type Claim struct {
 	token fencing.Token
+	since time.Time // when the claim was made, before any operation under it
 
 	mu       sync.Mutex
 	cause    error // non-nil once ended
@@ -56,8 +58,12 @@ type op struct{ cancel context.CancelCauseFunc }
 
 // NewClaim returns a live claim with token tok.
 func NewClaim(tok fencing.Token) *Claim {
-	return &Claim{token: tok, inflight: map[*op]struct{}{}, ended: make(chan struct{})}
+	return &Claim{token: tok, since: time.Now(), inflight: map[*op]struct{}{}, ended: make(chan struct{})}
 }
+
+// Since returns when the claim was made here: before any operation under
+// it started, so a result stamped earlier came from before the claim.
+func (c *Claim) Since() time.Time { return c.since }
 
 // Token returns the claim's fencing token.
 func (c *Claim) Token() fencing.Token { return c.token }

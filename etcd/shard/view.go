@@ -1,0 +1,204 @@
+package shard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// View is the cluster-wide view: every live replica's summary and whether
+// the whole desired set is done.
+type View struct {
+	// Slots is the group's slot count; Claimed how many are claimed now.
+	Slots   int `json:"slots"`
+	Claimed int `json:"claimed"`
+	// Unowned lists the slots no live member holds: unclaimed (moving, no
+	// members), or claimed by a member whose member key is gone.
+	Unowned []int `json:"unowned,omitempty"`
+	// Moving lists the slots whose owner's summary does not list them or
+	// was written before the claim: a handover is under way, or the new
+	// owner has not yet reported on the slot.
+	Moving []int `json:"moving,omitempty"`
+	// Replicas are the live replicas' summaries, by name.
+	Replicas []Summary `json:"replicas"`
+	// Objects sums the replicas' counts.
+	Objects reconciler.ObjectCounts `json:"objects"`
+	// Revision is the etcd revision the view was read at.
+	Revision int64 `json:"revision"`
+	// Covered: every owner's summary covers the desired state as of
+	// Revision (its Report.Covers is at or after the last change of the
+	// desired keys).
+	Covered bool `json:"covered"`
+	// Done: every slot is claimed by a live member whose summary lists it
+	// and is newer than the claim, every such summary is Covered, and
+	// none reports objects Pending, Refreshing or in Error, operations in
+	// flight or retries waiting.
+	Done bool `json:"done"`
+}
+
+// claimSeen is one slot's claim key as a view reads it.
+type claimSeen struct {
+	owner string
+	rev   int64 // create revision
+}
+
+// ReadView reads the cluster-wide view of the group at prefix, whose
+// desired state is the keys under desired, in one consistent read (and
+// one more read of the desired keys at an older revision, to tell whether
+// they changed since the oldest revision the summaries cover). It fails
+// only when etcd does.
+func ReadView(ctx context.Context, cli *clientv3.Client, prefix, desired string) (View, error) {
+	resp, err := cli.Txn(ctx).Then(
+		clientv3.OpGet(prefix+"/", clientv3.WithPrefix()),
+		clientv3.OpGet(desired, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return View{}, fmt.Errorf("read %s: %w", prefix, err)
+	}
+	v := View{Revision: resp.Header.Revision}
+	claims := map[int]claimSeen{}
+	live := map[string]bool{}
+	for _, kv := range resp.Responses[0].GetResponseRange().GetKvs() {
+		v.readKey(prefix, kv, claims, live)
+	}
+	v.fold(claims, live)
+	covers := v.minCovers()
+	if covers > 0 {
+		now := resp.Responses[1].GetResponseRange().GetKvs()
+		v.Covered, err = unchangedSince(ctx, cli, desired, covers, v.Revision, now)
+		if err != nil {
+			return View{}, err
+		}
+	}
+	v.Done = v.Done && v.Covered
+	return v, nil
+}
+
+func (v *View) readKey(prefix string, kv *mvccpb.KeyValue, claims map[int]claimSeen, live map[string]bool) {
+	key := string(kv.Key)
+	switch {
+	case key == prefix+"/slots":
+		v.Slots, _ = strconv.Atoi(string(kv.Value))
+	case strings.HasPrefix(key, prefix+"/slots/"):
+		if slot, err := strconv.Atoi(strings.TrimPrefix(key, prefix+"/slots/")); err == nil {
+			claims[slot] = claimSeen{owner: string(kv.Value), rev: kv.CreateRevision}
+		}
+	case strings.HasPrefix(key, prefix+"/members/"):
+		live[strings.TrimPrefix(key, prefix+"/members/")] = true
+	case strings.HasPrefix(key, prefix+"/summary/"):
+		var s Summary
+		if json.Unmarshal(kv.Value, &s) == nil {
+			s.Revision = kv.ModRevision
+			v.Replicas = append(v.Replicas, s)
+		}
+	}
+}
+
+// fold sets everything but Covered, and Done as if covered.
+func (v *View) fold(claims map[int]claimSeen, live map[string]bool) {
+	byName := map[string]Summary{}
+	busy := false
+	for _, s := range v.Replicas {
+		byName[s.Name] = s
+		r := s.Report
+		v.Objects.Pending += r.Objects.Pending
+		v.Objects.Refreshing += r.Objects.Refreshing
+		v.Objects.Done += r.Objects.Done
+		v.Objects.Error += r.Objects.Error
+		busy = busy || r.InFlight > 0 || r.Retries > 0
+	}
+	for slot := range v.Slots {
+		c, claimed := claims[slot]
+		s, reported := byName[c.owner]
+		switch {
+		case !claimed || !live[c.owner]:
+			v.Unowned = append(v.Unowned, slot)
+		case !reported || s.Revision <= c.rev || !listed(s.Slots, slot):
+			v.Moving = append(v.Moving, slot)
+		}
+	}
+	v.Claimed = len(claims)
+	v.Done = v.Slots > 0 && len(v.Unowned) == 0 && len(v.Moving) == 0 && !busy &&
+		v.Objects.Pending == 0 && v.Objects.Refreshing == 0 && v.Objects.Error == 0
+}
+
+func listed(slots []int, slot int) bool {
+	for _, s := range slots {
+		if s == slot {
+			return true
+		}
+	}
+	return false
+}
+
+// minCovers returns the oldest desired revision a summary that lists
+// slots covers: 0 when one does not know, or when none lists any.
+func (v *View) minCovers() int64 {
+	var oldest int64
+	for _, s := range v.Replicas {
+		if len(s.Slots) == 0 {
+			continue
+		}
+		if c := s.Report.Covers; c <= 0 {
+			return 0
+		} else if oldest == 0 || c < oldest {
+			oldest = c
+		}
+	}
+	return oldest
+}
+
+// unchangedSince reports whether the desired keys at revision at (now,
+// keys only) are those at revision since: then no change of the desired
+// state, delete included, happened after since. A compacted since is an
+// unknown, not a failure: false.
+func unchangedSince(ctx context.Context, cli *clientv3.Client, desired string, since, at int64, now []*mvccpb.KeyValue) (bool, error) {
+	if since >= at {
+		return true, nil
+	}
+	then, err := cli.Get(ctx, desired, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(since))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return false, nil
+		}
+		return false, fmt.Errorf("read %s at %d: %w", desired, since, err)
+	}
+	if len(then.Kvs) != len(now) {
+		return false, nil
+	}
+	for i, kv := range then.Kvs {
+		if string(kv.Key) != string(now[i].Key) || kv.ModRevision != now[i].ModRevision {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// ViewHandler serves ReadView of the group at prefix, with its desired
+// state under desired, as JSON: 200 when the whole desired set is done,
+// 503 otherwise (so a probe can wait on it), and 502 when etcd cannot be
+// read.
+func ViewHandler(cli *clientv3.Client, prefix, desired string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := ReadView(r.Context(), cli, prefix, desired)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if !v.Done {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(v)
+	})
+}
