@@ -80,8 +80,11 @@ func (l *loop[Obj]) markDue(wtxn statedb.WriteTxn, now time.Time, allowed int) (
 			return marked, time.Time{}
 		}
 		st := l.cfg.GetObjectStatus(obj)
-		if !st.UpdatedAt.Before(cutoff) {
-			// Not due yet, nor anything written after it.
+		if st.UpdatedAt.After(cutoff) {
+			// Not due yet, nor anything written after it. (Due is
+			// "at least RefreshInterval old", so that next is after
+			// now: on a clock that does not move while the loop runs,
+			// a synctest bubble's, "not due until now" would spin.)
 			return marked, st.UpdatedAt.Add(l.cfg.RefreshInterval)
 		}
 		scanned++
