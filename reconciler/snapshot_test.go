@@ -107,4 +107,3 @@ func testStatusCountsMatchIndex(t *testing.T) {
 	del(3, 4, 5)
 	check("empty")
 }
-
