@@ -34,8 +34,10 @@ func fullWorkload(sz sizes) workload {
 // marked Refreshing succeeded) and every object is Done again.
 //
 // converge: FullReconciliationInterval Off, TriggerFullReconciliation
-// right after start, RefreshInterval 1ns with an unlimited
-// RefreshRateLimiter. statedb: WithoutPruning plus Prune() right after
+// right after start, RefreshInterval 1h (as statedb's) with an unlimited
+// RefreshRateLimiter: its refresh walks the table in revision order from
+// start and marks every object (all 2h old) Refreshing, RoundSize objects
+// per write transaction. statedb: WithoutPruning plus Prune() right after
 // start, WithRefreshing(1h, unlimited): its refresh loop scans the table at
 // start and marks every object (all 2h old) Refreshing, one write
 // transaction per object, as it always does.

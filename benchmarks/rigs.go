@@ -235,8 +235,8 @@ func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) rec
 	}
 	if opts.full {
 		// Full reconciliation only on TriggerFullReconciliation; refresh
-		// every object Done for more than a nanosecond, unthrottled.
-		cfg.RefreshInterval = time.Nanosecond
+		// every object Done for an hour (all preloaded ones), unthrottled.
+		cfg.RefreshInterval = statedbRefreshInterval
 		cfg.RefreshRateLimiter = rate.NewLimiter(rate.Inf, 1)
 	}
 	if opts.render != nil {

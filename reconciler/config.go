@@ -171,17 +171,21 @@ type Config[Obj any] struct {
 	// changes or is refreshed. Default 0: retry forever.
 	MaxRetries int
 
-	// FullReconciliationInterval is how often a full reconciliation (Prune,
-	// then refresh) runs; the first runs once the table is initialized.
-	// Off turns automatic full reconciliation off entirely
-	// (TriggerFullReconciliation still works). Default 1h.
+	// FullReconciliationInterval is how often a full reconciliation (Prune
+	// with every desired object) runs; the first runs once the table is
+	// initialized. Off turns automatic pruning off (statedb's
+	// WithoutPruning); TriggerFullReconciliation still prunes, and refresh
+	// goes on. Default 1h.
 	FullReconciliationInterval time.Duration
 
 	// RefreshInterval is how long an object stays Done (or given up on in
-	// Error: Permanent, MaxRetries) before a full reconciliation marks it
-	// Refreshing so Update repairs any drift, or tries a given-up object
-	// again. Off turns refreshing off; time.Nanosecond refreshes every
-	// object at every full reconciliation. Default 30m.
+	// Error: Permanent, MaxRetries) before it is marked Refreshing, so that
+	// Update repairs any drift or tries a given-up object again. Refresh
+	// runs on a timer of its own, whatever FullReconciliationInterval is:
+	// an object is refreshed RefreshInterval after its last status write,
+	// give or take one round and RefreshRateLimiter's pace. An object
+	// refreshed is Done again at once, so a tiny interval refreshes every
+	// object over and over. Off turns refreshing off. Default 30m.
 	RefreshInterval time.Duration
 
 	// InitialPruneDelay is how long the first Prune (or Sync) waits for a

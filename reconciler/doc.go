@@ -25,10 +25,12 @@
 // exponential backoff, unless the error is Permanent, MaxRetries is spent,
 // or the operation asked for RetryAfter. A retry hands Update the object
 // with the status that asked for the work (Pending or Refreshing). Full
-// reconciliation (Prune with every desired object, then refresh of
-// objects Done for longer than Config.RefreshInterval) runs once the
-// table is initialized, every Config.FullReconciliationInterval, and on
-// TriggerFullReconciliation.
+// reconciliation (Prune with every desired object) runs once the table is
+// initialized, every Config.FullReconciliationInterval, and on
+// TriggerFullReconciliation. Refresh runs on a schedule of its own
+// (refresh.go): an object Done (or given up on) for Config.RefreshInterval
+// is marked Refreshing, so that Update repairs drift in the target,
+// whether or not pruning is on.
 //
 // Register an initializer on the table (Table.RegisterInitializer) and
 // mark it done once the desired set is complete: until then nothing is

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
-	"golang.org/x/time/rate"
 )
 
-// fullState tracks full reconciliation: Prune, then refresh.
+// fullState tracks full reconciliation: Prune with every desired object.
+// (Refresh runs on a schedule of its own: refresh.go.)
 type fullState[Obj any] struct {
 	wanted  bool      // requested: on start, by the timer or by a trigger
 	pruning bool      // the prune's result is awaited
@@ -105,8 +105,8 @@ func (l *loop[Obj]) overdueRunning() int {
 	return n
 }
 
-// pruneDone handles the prune's result: report it, start the refresh pass
-// and schedule the next full reconciliation. A prune past its timeout is
+// pruneDone handles the prune's result: report it and schedule the next
+// full reconciliation. A prune past its timeout is
 // reported failed at once; it may run on, and no other prune starts until
 // it returns.
 func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
@@ -149,9 +149,6 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 		l.log.Debug("Prune skipped: this replica does not hold the claim of the whole set")
 	default:
 		l.settleFailedDeletes()
-	}
-	if l.cfg.RefreshInterval != Off {
-		l.refresh = refreshState[Obj]{active: true}
 	}
 	if l.cfg.FullReconciliationInterval != Off {
 		ts.full.arm(l.cfg.FullReconciliationInterval)
@@ -198,110 +195,4 @@ func (l *loop[Obj]) settleFailedDeletes() {
 			l.work.settle(r)
 		}
 	}
-}
-
-// refreshState is a pass over the table that marks objects Done for longer
-// than RefreshInterval as Refreshing, so Update repairs drift in the target.
-// It runs in steps between rounds, paced by RefreshRateLimiter.
-type refreshState[Obj any] struct {
-	active  bool
-	started bool
-	last    Obj // the last object examined; the next step continues after it
-}
-
-// refreshScanLimit bounds the objects one refresh step examines, so a pass
-// over a large table never stalls the loop.
-const refreshScanLimit = 10000
-
-func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTimers) {
-	if !l.refresh.active || l.suspended() || ctx.Err() != nil {
-		return
-	}
-	lim := l.cfg.RefreshRateLimiter
-	allowed := l.cfg.RoundSize
-	if lim.Limit() != rate.Inf {
-		allowed = min(allowed, int(lim.TokensAt(now)))
-		if allowed < 1 {
-			ts.refresh.armAt(tokenAt(lim, now))
-			return
-		}
-	}
-
-	cutoff := now.Add(-l.cfg.RefreshInterval)
-	wtxn := l.db.WriteTxn(l.cfg.Table)
-	defer wtxn.Abort()
-	var objs func(func(Obj, statedb.Revision) bool)
-	if l.refresh.started {
-		objs = l.cfg.Table.LowerBound(wtxn, l.queryOf(l.refresh.last))
-	} else {
-		objs = l.cfg.Table.All(wtxn)
-	}
-	lastKey := ""
-	if l.refresh.started {
-		lastKey = l.keyOf(l.refresh.last)
-	}
-	marked, scanned, finished := 0, 0, true
-	for obj, rev := range objs {
-		if marked >= allowed || scanned >= refreshScanLimit {
-			finished = false
-			break
-		}
-		scanned++
-		key := l.keyOf(obj)
-		if key == lastKey {
-			continue
-		}
-		l.refresh.last, l.refresh.started = obj, true
-		if !l.refreshable(key, obj, cutoff) || !l.ownsKey(key) {
-			continue // the write rule: no status into another replica's key
-		}
-		obj = l.cfg.SetObjectStatus(l.cfg.CloneObject(obj), Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
-		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, rev, obj); err == nil {
-			marked++
-		}
-	}
-	if ctx.Err() != nil {
-		return // stopping: write nothing
-	}
-	wtxn.Commit()
-	if marked > 0 && lim.Limit() != rate.Inf {
-		lim.AllowN(now, marked)
-	}
-	if finished {
-		l.refresh = refreshState[Obj]{}
-		return
-	}
-	// More to do: come back at once, or when the limiter has tokens.
-	ts.refresh.armAt(tokenAt(lim, now))
-}
-
-// refreshable reports whether obj is due for a refresh: Done for longer than
-// RefreshInterval, or given up on (Error with no retry coming) for as long.
-func (l *loop[Obj]) refreshable(key string, obj Obj, cutoff time.Time) bool {
-	if r, ok := l.work.byKey[key]; ok && r.state != stHeld {
-		return false // outstanding: it is being reconciled anyway
-	}
-	if _, unowned := l.work.unowned[key]; unowned {
-		return false // another replica's work
-	}
-	st := l.cfg.GetObjectStatus(obj)
-	if !st.UpdatedAt.Before(cutoff) {
-		return false
-	}
-	return st.Kind == StatusKindDone || st.Kind == StatusKindError
-}
-
-// tokenAt is when lim has a whole token: now, or later.
-func tokenAt(lim *rate.Limiter, now time.Time) time.Time {
-	if lim.Limit() == rate.Inf {
-		return now
-	}
-	missing := 1 - lim.TokensAt(now)
-	if missing <= 0 {
-		return now
-	}
-	if lim.Limit() <= 0 {
-		return now.Add(time.Hour) // a zero limit never refreshes; look again later
-	}
-	return now.Add(time.Duration(missing / float64(lim.Limit()) * float64(time.Second)))
 }

@@ -41,7 +41,7 @@ type loop[Obj comparable] struct {
 	lastRound RoundInfo
 	lastFull  FullInfo
 	full      fullState[Obj]
-	refresh   refreshState[Obj]
+	refresh   refreshState
 	status    healthState
 	failLog   failureLog
 
