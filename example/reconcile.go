@@ -1,8 +1,6 @@
 package main
 
 import (
-	"time"
-
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler"
@@ -23,23 +21,21 @@ func newFileReconciler(cfg Config, p reconciler.Params, files statedb.RWTable[*F
 
 		// Changes made in the table (PUT, DELETE) are reconciled at once.
 		// Changes made behind our back in the directory are not seen
-		// until a full reconciliation, which does two things in turn:
+		// until one of two periodic passes finds them:
 		//
-		//  1. Prune removes files that are not desired.
-		//  2. Refresh marks every Done file that has been Done for longer
-		//     than RefreshInterval as Refreshing, and Update then repairs
-		//     it if it was edited, chmod-ed or deleted.
+		//  1. Prune, every FullReconciliationInterval, removes files that
+		//     are not desired.
+		//  2. Refresh, on a timer of its own, marks a file Refreshing once
+		//     it has been Done for RefreshInterval, and Update then
+		//     repairs it if it was edited, chmod-ed or deleted.
 		//
-		// With a RefreshInterval as short as one nanosecond, every file is
-		// refreshed at every full reconciliation, so drift is repaired
-		// within one FullReconciliationInterval. (With RefreshInterval
-		// equal to the full interval, a file that became Done just before
-		// a full reconciliation would wait for the one after.) A refresh
+		// Both use the --full interval here, so drift is repaired within
+		// one interval (plus a round) of the file's last write. A refresh
 		// costs one read per file, and one status write each way in the
 		// table: fine for a directory of small files every few seconds.
-		// A larger target would refresh less often than it prunes.
+		// A larger target would refresh less often.
 		FullReconciliationInterval: cfg.FullReconciliationInterval,
-		RefreshInterval:            time.Nanosecond,
+		RefreshInterval:            cfg.FullReconciliationInterval,
 
 		// A failed write (say, a directory in the way) is retried from
 		// 100ms on, doubling, but at least once per full reconciliation
