@@ -1,0 +1,33 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/converge-go/converge/k8s/internal/apiservertest"
+)
+
+var srv *apiservertest.Server
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	var err error
+	if srv, err = apiservertest.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	srv.Close()
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(apiservertest.LeakOptions()...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
