@@ -18,6 +18,7 @@ type buffer[Item any] struct {
 	order   []string  // pending's keys in arrival order
 	oldest  time.Time // arrival of the oldest pending event
 	resume  string    // the latest resume point seen
+	touched time.Time // the last contact with the store: a list or an event
 	space   chan struct{}
 	ready   chan struct{} // cap 1: pending became non-empty
 	full    chan struct{} // cap 1: pending reached size
@@ -60,6 +61,7 @@ func (b *buffer[Item]) emit(ctx context.Context, session uint64, ev Event[Item])
 		if ev.Resume != "" {
 			b.resume = ev.Resume
 		}
+		b.touched = time.Now()
 		if ev.Kind == Bookmark {
 			b.mu.Unlock()
 			return nil
@@ -145,6 +147,20 @@ func (b *buffer[Item]) newSession(discard bool) uint64 {
 	}
 	b.wake()
 	return b.session
+}
+
+// contact records a contact with the store (a successful list).
+func (b *buffer[Item]) contact() {
+	b.mu.Lock()
+	b.touched = time.Now()
+	b.mu.Unlock()
+}
+
+// lastContact returns the time of the last contact with the store.
+func (b *buffer[Item]) lastContact() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.touched
 }
 
 // setResume records the resume point of a list.

@@ -7,7 +7,8 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// Off, given as Config.Resync, turns the periodic resync off.
+// Off, given as Config.Resync, InitTimeout or StaleAfter, turns that
+// bound off.
 const Off time.Duration = -1
 
 // Defaults of Config's tuning fields.
@@ -62,13 +63,39 @@ type Config[Item any, Obj comparable] struct {
 	// writes objects as Transform made them.
 	Pending func(obj Obj) Obj
 
-	// Owns reports whether a row of the table may be written by this
-	// source. When several writers share the table (other sources, an
-	// API), set it, for example to a check of an owner field or a key
-	// prefix: the source then never overwrites a row it does not own, and
-	// reports the item instead (ErrOwnedByOther). nil means every row may
-	// be written. Deletes are always limited to rows the source wrote.
+	// Owns reports whether a row of the table is this source's, for
+	// writes and deletes alike: the source writes or deletes a row only
+	// while Owns says it is its own, and reports the item instead
+	// (ErrOwnedByOther). Set it when several writers share the table
+	// (other sources, an API), for example to a check of an owner field
+	// or a key prefix. nil: a row is the source's only while its content
+	// (Equal) is still what the source wrote; a row the source never
+	// wrote, or that another writer changed, is left alone and reported.
+	// Equal never decides whose a row is.
 	Owns func(obj Obj) bool
+
+	// Owner names the writer of a row, for the ErrOwnedByOther report
+	// ("written by api"). Optional.
+	Owner func(obj Obj) string
+
+	// InitTimeout bounds how long the table initializer waits, after the
+	// first list, for items that fail and have never been read
+	// successfully. While such an item exists the table is not
+	// initialized, so a reconciler neither prunes nor runs whole-set
+	// Syncs, and whatever the item yielded before a restart stays in the
+	// target; health names the items. When the bound passes the table is
+	// initialized anyway, with a warning, and a prune may then remove
+	// those objects. Default Off (0 means Off): wait until every item is
+	// read or removed, or until Source.InitializeAnyway is called.
+	InitTimeout time.Duration
+
+	// StaleAfter is how long the source may go without contact with its
+	// store (a list, an event or a Bookmark) before health is Degraded
+	// with the time since the last contact. Default Off (0 means Off):
+	// for stores that are quiet when nothing changes and cannot say they
+	// are alive. A ListerWatcher that sends Bookmarks while idle (etcd's
+	// progress notifications) can set it.
+	StaleAfter time.Duration
 
 	// BufferSize bounds how many distinct keys wait to be committed; a
 	// watch that finds the buffer full blocks. Default DefaultBufferSize.
@@ -102,6 +129,12 @@ func (c *Config[Item, Obj]) setDefaults() {
 	if c.Resync == 0 {
 		c.Resync = Off
 	}
+	if c.InitTimeout == 0 {
+		c.InitTimeout = Off
+	}
+	if c.StaleAfter == 0 {
+		c.StaleAfter = Off
+	}
 	if c.BackoffMin == 0 {
 		c.BackoffMin = DefaultBackoffMin
 	}
@@ -133,6 +166,10 @@ func (c *Config[Item, Obj]) validate() error {
 		return bad("BufferWait %s is negative", c.BufferWait)
 	case c.Resync < 0 && c.Resync != Off:
 		return bad("Resync %s is negative (use Off)", c.Resync)
+	case c.InitTimeout < 0 && c.InitTimeout != Off:
+		return bad("InitTimeout %s is negative (use Off)", c.InitTimeout)
+	case c.StaleAfter < 0 && c.StaleAfter != Off:
+		return bad("StaleAfter %s is negative (use Off)", c.StaleAfter)
 	case c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
 		return bad("BackoffMin %s and BackoffMax %s must satisfy 0 <= BackoffMin <= BackoffMax", c.BackoffMin, c.BackoffMax)
 	}

@@ -28,6 +28,13 @@ var (
 	// row is left as it is.
 	ErrOwnedByOther = errors.New("row is owned by another writer")
 
+	// ErrDuplicate is reported for items that yield objects with the same
+	// primary key: on every such item, naming the others. The object of
+	// the first item by key is written, so the choice is the same at
+	// every resync and after a restart; a repeat within one item fails
+	// that item.
+	ErrDuplicate = errors.New("object yielded by more than one item")
+
 	// ErrNoPrimaryKey is reported for an item whose Transform returned an
 	// object the table's primary index gives no key: statedb would drop
 	// such an insert without a word. It is a bug in Transform or in the

@@ -78,10 +78,22 @@ func (reg *Registry) Statuses() []StatusSnapshot {
 }
 
 // ScriptCommands returns the source/... script commands: status [name]
-// [--json] and resync [name].
+// [--json], resync [name] and initialize [name].
 func (reg *Registry) ScriptCommands() hive.ScriptCmdsOut {
 	return hive.NewScriptCmds(map[string]script.Cmd{
 		"source/status": reg.statusCmd(),
+		"source/initialize": script.Command(
+			script.CmdUsage{Summary: "Mark the table initialized although items fail (the reconciler may then prune their objects)", Args: "[name]"},
+			func(s *script.State, args ...string) (script.WaitFunc, error) {
+				ss, err := reg.lookupArgs(args)
+				if err != nil {
+					return failed(err)
+				}
+				for _, src := range ss {
+					src.InitializeAnyway()
+				}
+				return nil, nil
+			}),
 		"source/resync": script.Command(
 			script.CmdUsage{Summary: "List again now (unchanged items write nothing)", Args: "[name]"},
 			func(s *script.State, args ...string) (script.WaitFunc, error) {

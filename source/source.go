@@ -3,8 +3,11 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -40,6 +43,13 @@ type Source interface {
 	// Resync asks for a relist as soon as the current watch can be
 	// stopped; calls made meanwhile are folded into one.
 	Resync()
+
+	// InitializeAnyway marks the table initialized although some listed
+	// items have never been read successfully (see Config.InitTimeout),
+	// with a warning in the log and in Status. The reconciler may then
+	// prune the objects those items yielded before the process started.
+	// It does nothing once the table is initialized.
+	InitializeAnyway()
 }
 
 // Register constructs a source and adds it to the module's job group. Use
@@ -75,7 +85,9 @@ func New[Item any, Obj comparable](cfg Config[Item, Obj], p Params) (Source, err
 		metrics: sm,
 		buf:     newBuffer[Item](cfg.BufferSize),
 		resync:  make(chan struct{}, 1),
+		initNow: make(chan struct{}, 1),
 	}
+	s.blocked.freed = make(chan struct{}, 1)
 	s.w = newWriter(&s.cfg)
 	s.status.snap = StatusSnapshot{Module: id.ModuleID, Name: id.Name, Table: cfg.Table.Name(), State: "stopped"}
 	if p.Registry != nil {
@@ -83,8 +95,13 @@ func New[Item any, Obj comparable](cfg Config[Item, Obj], p Params) (Source, err
 			return nil, err
 		}
 	}
+	initName := "source-" + id.DisplayName()
 	wtxn := p.DB.WriteTxn(cfg.Table)
-	s.initDone = cfg.Table.RegisterInitializer(wtxn, "source-"+id.DisplayName())
+	if slices.Contains(cfg.Table.PendingInitializers(wtxn), initName) {
+		wtxn.Abort()
+		return nil, fmt.Errorf("%w: a source named %q already exists in module %q (table %s)", ErrInvalidConfig, id.Name, id.ModuleID, cfg.Table.Name())
+	}
+	s.initDone = cfg.Table.RegisterInitializer(wtxn, initName)
 	wtxn.Commit()
 	p.JobGroup.Add(job.OneShot("source-"+cfg.Name, s.run))
 	return s, nil
@@ -99,7 +116,16 @@ type source[Item any, Obj comparable] struct {
 	buf      *buffer[Item]
 	w        *writer[Item, Obj]
 	initDone func(statedb.WriteTxn) // nil once called
+	listed   bool                   // a list succeeded
 	resync   chan struct{}
+	initNow  chan struct{}
+	initT    *time.Timer
+
+	forceInit   bool   // initialize although items fail
+	forceReason string // why
+
+	healthMu sync.Mutex
+	blocked  blockedWaiter
 	status   tracker
 	health   cell.Health
 	backoff  time.Duration
@@ -112,6 +138,7 @@ func (s *source[Item, Obj]) Status() StatusSnapshot {
 	snap := s.status.get()
 	resume, pending, oldest := s.buf.state()
 	snap.Resume, snap.Pending = resume, pending
+	snap.LastContact = s.buf.lastContact()
 	snap.UpdatedAt = time.Now()
 	if !oldest.IsZero() {
 		snap.Lag = snap.UpdatedAt.Sub(oldest)
@@ -126,7 +153,18 @@ func (s *source[Item, Obj]) Resync() { signal(s.resync) }
 // watch cannot resume, until ctx ends.
 func (s *source[Item, Obj]) run(ctx context.Context, health cell.Health) error {
 	s.health = health
+	s.status.update(func(st *StatusSnapshot) { st.StartedAt, st.StaleAfter = time.Now(), max(s.cfg.StaleAfter, 0) })
 	defer s.status.update(func(st *StatusSnapshot) { st.State = "stopped" })
+	defer func() {
+		if s.initT != nil {
+			s.initT.Stop()
+		}
+	}()
+	defer s.blocked.stop()
+	if s.cfg.StaleAfter > 0 {
+		stopStale := s.watchStaleness(ctx)
+		defer stopStale()
+	}
 	if c, ok := s.cfg.ListerWatcher.(io.Closer); ok {
 		defer c.Close()
 	}
@@ -189,6 +227,8 @@ func (s *source[Item, Obj]) reportHealth() {
 	if s.health == nil {
 		return
 	}
+	s.healthMu.Lock()
+	defer s.healthMu.Unlock()
 	snap := s.Status()
 	if snap.Healthy() {
 		s.health.OK(snap.HealthMessage())
@@ -239,16 +279,28 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time,
 		return <-done
 	}
 	for {
+		s.watchBlocked(ctx)
 		select {
 		case <-ctx.Done():
 			stop()
 			return ""
 		case <-resyncC:
+			// Events the watch handed over are applied before the list:
+			// a ListerWatcher may mark listed items Unchanged relative
+			// to them.
 			stop()
+			s.commit()
 			return ReasonResync
 		case <-s.resync:
 			stop()
+			s.commit()
 			return ReasonResync
+		case <-s.blocked.freed:
+			s.settleBlocked()
+		case <-s.initNow:
+			s.initialize("InitializeAnyway")
+		case <-s.initTimer():
+			s.initialize("InitTimeout " + s.cfg.InitTimeout.String() + " passed")
 		case err := <-done:
 			s.buf.newSession(false)
 			return s.watchEnded(ctx, err, events)

@@ -305,14 +305,15 @@ func TestSeveralSourcesShareTable(t *testing.T) {
 		t.Fatalf("health %q does not name the conflict", snap.HealthMessage())
 	}
 
-	// a's store empties; its relist deletes its rows and nothing else.
+	// a's store empties; its relist deletes its rows and nothing else,
+	// and b, which wants a1, writes it once a gave it up.
 	a.Delete("a1")
 	a.Delete("a2")
 	a.Compact()
 	srcA.Resync()
 	f.waitTable("a's rows gone", func(txn statedb.ReadTxn) bool { return len(f.contents(txn, "a")) == 0 })
 	b.Delete("b1")
-	want := map[string]string{"api1": "x"}
+	want := map[string]string{"api1": "x", "a1": "from-b"}
 	f.waitTable("b1 gone", func(txn statedb.ReadTxn) bool { return mapsEqual(f.contents(txn, ""), want) })
 	if got := srcA.Status(); got.Objects != 0 || got.Items != 0 {
 		t.Fatalf("a still owns %d objects of %d items", got.Objects, got.Items)

@@ -18,8 +18,19 @@ type StatusSnapshot struct {
 	Table  string `json:"table"`
 
 	// State is "listing", "watching", "backing off" or "stopped".
-	State       string `json:"state"`
-	Initialized bool   `json:"initialized"`
+	State string `json:"state"`
+	// Initialized says the source has marked its table initializer done:
+	// a list succeeded and every listed item was read successfully once
+	// (or InitForced says why not). Until then the reconciler neither
+	// prunes nor syncs the whole set.
+	Initialized bool `json:"initialized"`
+	// NeverRead counts the items that fail and were never read
+	// successfully; while the table is not initialized, they are what
+	// it waits for.
+	NeverRead int `json:"never-read"`
+	// InitForced says why the table was initialized although items
+	// failed (Config.InitTimeout, Source.InitializeAnyway); "" if not.
+	InitForced string `json:"init-forced,omitempty"`
 
 	Items   int `json:"items"`   // keys that produced objects
 	Objects int `json:"objects"` // rows the source wrote and owns
@@ -38,6 +49,13 @@ type StatusSnapshot struct {
 	// happened; it is current while LastErrorAt is after LastSync.
 	LastError   string    `json:"last-error,omitempty"`
 	LastErrorAt time.Time `json:"last-error-at"`
+
+	// LastContact is when the store last answered (a list, an event, a
+	// Bookmark), StartedAt when the source started, and StaleAfter the
+	// Config bound past which no contact makes the source Degraded.
+	LastContact time.Time     `json:"last-contact"`
+	StartedAt   time.Time     `json:"started-at"`
+	StaleAfter  time.Duration `json:"stale-after"`
 
 	// Failing are the first items (by key) whose Transform failed or
 	// whose row is owned by another writer; FailingCount counts them all.
@@ -75,10 +93,28 @@ const maxFailingShown = 10
 // DisplayName is the source's name in commands and health.
 func (s StatusSnapshot) DisplayName() string { return ID{s.Module, s.Name}.DisplayName() }
 
-// Healthy reports whether the source is synced and no item fails.
+// Healthy reports whether the source is synced, in contact with its
+// store, initialized once listed, and no item fails.
 func (s StatusSnapshot) Healthy() bool {
-	return s.FailingCount == 0 && (s.LastError == "" || !s.LastErrorAt.After(s.LastSync))
+	return s.FailingCount == 0 && (s.LastError == "" || !s.LastErrorAt.After(s.LastSync)) &&
+		!s.Stale() && !s.initBlocked()
 }
+
+// Stale reports whether the store has not been heard from for longer
+// than StaleAfter.
+func (s StatusSnapshot) Stale() bool {
+	return s.StaleAfter > 0 && !s.StartedAt.IsZero() && s.UpdatedAt.Sub(s.contact()) > s.StaleAfter
+}
+
+func (s StatusSnapshot) contact() time.Time {
+	if s.LastContact.After(s.StartedAt) {
+		return s.LastContact
+	}
+	return s.StartedAt
+}
+
+// initBlocked: listed, but failing items keep the table uninitialized.
+func (s StatusSnapshot) initBlocked() bool { return !s.Initialized && s.NeverRead > 0 }
 
 // HealthMessage is the health report: "OK, N items, M objects", or why it
 // is degraded, with the time since the last successful sync.
@@ -92,8 +128,15 @@ func (s StatusSnapshot) HealthMessage() string {
 		since = fmt.Sprintf("last sync %s ago", s.UpdatedAt.Sub(s.LastSync).Round(time.Millisecond))
 	}
 	b.WriteString(since)
+	if s.Stale() {
+		fmt.Fprintf(&b, "; no contact with the store for %s (bound %s): the desired state may be stale",
+			s.UpdatedAt.Sub(s.contact()).Round(time.Millisecond), s.StaleAfter)
+	}
 	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
 		fmt.Fprintf(&b, "; %s", s.LastError)
+	}
+	if s.initBlocked() {
+		fmt.Fprintf(&b, "; table not initialized (no prune, no whole-set sync) until %d failing item(s) are read once or removed", s.NeverRead)
 	}
 	if s.FailingCount > 0 {
 		fmt.Fprintf(&b, "; %d item(s) failing", s.FailingCount)
@@ -109,6 +152,9 @@ func (s StatusSnapshot) HealthMessage() string {
 func (s StatusSnapshot) cause() error {
 	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
 		return errors.New(s.LastError)
+	}
+	if s.Stale() {
+		return errors.New("no contact with the store")
 	}
 	if len(s.Failing) > 0 {
 		return fmt.Errorf("%s: %s", s.Failing[0].Key, s.Failing[0].Error)

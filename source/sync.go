@@ -18,17 +18,15 @@ func (s *source[Item, Obj]) commit() int {
 	rtxn := s.db.ReadTxn()
 	for _, ev := range b.events {
 		t := transformed[Obj]{key: ev.Key}
+		it := s.w.items[ev.Key]
 		if ev.Kind == Delete {
-			if _, ok := s.w.owned[ev.Key]; !ok && s.w.failing[ev.Key] == "" {
+			if it == nil {
 				continue
 			}
 			t.del = true
 		} else {
 			t.objs, t.err = s.w.transform(ev.Key, ev.Item)
-			if t.err == nil && s.w.unchanged(rtxn, s.w.objsOf(ev.Key), t.objs) {
-				if s.w.failing[ev.Key] != "" {
-					s.w.clearFailing(ev.Key)
-				}
+			if t.err == nil && s.w.unchanged(rtxn, it, t.objs) {
 				continue
 			}
 		}
@@ -37,10 +35,9 @@ func (s *source[Item, Obj]) commit() int {
 	var c counts
 	if len(ts) > 0 {
 		wtxn := s.db.WriteTxn(s.cfg.Table)
-		for _, t := range ts {
-			c.add(s.w.apply(wtxn, t))
-		}
-		if c.upserts+c.deletes > 0 {
+		c = s.w.apply(wtxn, ts)
+		inited := s.maybeInitialize(wtxn)
+		if c.upserts+c.deletes > 0 || inited {
 			wtxn.Commit()
 		} else {
 			wtxn.Abort()
@@ -73,8 +70,10 @@ func (s *source[Item, Obj]) synced(fn func(st *StatusSnapshot)) {
 	s.status.update(func(st *StatusSnapshot) {
 		fn(st)
 		st.LastSync = now
-		st.Items = len(s.w.owned)
+		st.Items = len(s.w.items)
 		st.Objects = s.w.nObjects
+		st.Initialized = s.initDone == nil
+		st.NeverRead = s.w.neverOK
 		if dirty {
 			st.Failing = failing
 			st.FailingCount = len(s.w.failing)

@@ -63,6 +63,13 @@ type ListResult[Item any] struct {
 type Keyed[Item any] struct {
 	Key  string
 	Item Item
+	// Unchanged vouches that the item is the one this ListerWatcher last
+	// gave the source for Key, by a List that returned without error or
+	// an event that emit accepted: the source keeps what the key yields
+	// without calling Transform, and Item may be left zero. It makes a
+	// resync of unchanged files cost a stat each. Leave it false when
+	// unsure.
+	Unchanged bool
 }
 
 // ListerWatcher is what a user implements to feed a table from an
