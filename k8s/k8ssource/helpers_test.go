@@ -63,6 +63,19 @@ func (a *agent) waitDone(want map[string]string) {
 	})
 }
 
+// settle waits until the reconciler has acted on every change of the
+// table so far (deletes included), and returns the target's state.
+func (a *agent) settle() map[string]string {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	rev := a.table.Revision(a.db.ReadTxn())
+	if _, _, err := a.rec.WaitUntilReconciled(ctx, rev); err != nil {
+		a.t.Fatal(err)
+	}
+	return a.target.snapshot()
+}
+
 func equalMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false

@@ -41,32 +41,43 @@ func TestTenThousandAtStart(t *testing.T) {
 	}
 }
 
-// A watch whose resourceVersion etcd has compacted away meanwhile ends
-// in 410 Gone: the source lists again, and the relist deletes what was
-// deleted while it was not watching.
+// A watch whose resourceVersion etcd has compacted away ends in 410 Gone:
+// the source lists again, and the relist deletes what was deleted while
+// it was not watching. The API server is restarted after the compaction,
+// as after an upgrade: otherwise its watch cache would still serve the
+// old resourceVersion from memory.
 func TestExpiredWatchRelists(t *testing.T) {
-	srv := uncached(t) // watches are served from etcd, which compacts
-	c := newCRD(t, srv)
+	c := newCRD(t, cached)
 	c.create(t, "ns", "keep", "k")
 	c.create(t, "ns", "gone", "g")
 	a := startAgent(t, c, newTarget(), agentOpts{noStatus: true})
 	a.waitDone(map[string]string{"ns/keep": "k", "ns/gone": "g"})
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := cached.WaitWatches(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
 
-	// Cut the source's watch and refuse its new ones, while objects
+	// Cut the source's watch and refuse its new ones while objects
 	// change and etcd compacts past the source's resourceVersion.
-	srv.Inject(func(req *http.Request) *metav1.Status {
+	cached.Inject(func(req *http.Request) *metav1.Status {
 		if req.URL.Query().Get("watch") == "true" && strings.Contains(req.URL.Path, c.gvr.Resource) {
 			return apiservertest.Status(http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable, "cut")
 		}
 		return nil
 	})
-	srv.CutWatches()
+	defer cached.Inject(nil)
+	cached.CutWatches()
 	c.delete(t, "ns", "gone")
 	c.create(t, "ns", "new", "n")
-	if _, err := srv.Compact(context.Background()); err != nil {
+	if _, err := cached.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv.Inject(nil)
+	cached.StopAPI()
+	if err := cached.StartAPI(); err != nil {
+		t.Fatal(err)
+	}
+	cached.Inject(nil)
 	a.waitDone(map[string]string{"ns/keep": "k", "ns/new": "n"})
 	if st := a.src.Status(); st.LastRelist.Reason != source.ReasonExpired || st.Relists != 2 {
 		t.Fatalf("status %+v: want a second list, for an expired resourceVersion", st)

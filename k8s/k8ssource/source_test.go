@@ -34,7 +34,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 			}
 			c.delete(t, "ns2", "after")
 			a.waitDone(map[string]string{"ns1/before": "b2"})
-			if got := a.target.snapshot(); !equalMaps(got, map[string]string{"ns1/before": "b2"}) {
+			if got := a.settle(); !equalMaps(got, map[string]string{"ns1/before": "b2"}) {
 				t.Fatalf("target %v", got)
 			}
 		})

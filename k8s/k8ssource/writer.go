@@ -55,7 +55,7 @@ type statusWriter[T Object, Obj comparable] struct {
 	// dirty are the keys whose condition must be looked at again.
 	dirty    map[string]struct{}
 	inflight int
-	health  cell.Health
+	health   cell.Health
 	// stats, read by tests through writerStats.
 	stats writerStats
 }
@@ -122,7 +122,10 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 			w.change(ch)
 		}
 		for key := range w.tracker.takeDirty() {
-			w.state(key)
+			// The object's condition changed (or its Transform result):
+			// what it carries now is the truth, not what was last written,
+			// so a condition someone else changed is written again.
+			w.state(key).hasWritten = false
 			w.dirty[key] = struct{}{}
 		}
 		next := w.dispatch(ctx, results)

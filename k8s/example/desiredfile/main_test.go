@@ -5,8 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/converge-go/converge/k8s/internal/apiservertest"
 )
 
@@ -25,7 +23,7 @@ func run(m *testing.M) int {
 	if code != 0 {
 		return code
 	}
-	if err := goleak.Find(apiservertest.LeakOptions()...); err != nil {
+	if err := apiservertest.FindLeaks(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

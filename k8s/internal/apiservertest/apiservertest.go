@@ -55,7 +55,8 @@ type Server struct {
 // server's (for example "--watch-cache=false"). Call Close when done.
 func Start(flags ...string) (*Server, error) {
 	// The API server logs through klog; keep test output to failures.
-	klog.SetLogger(logr.Discard())
+	// Once: klog's logger is global, and read by running servers.
+	quietKlog.Do(func() { klog.SetLogger(logr.Discard()) })
 	dir, err := os.MkdirTemp("", "converge-apiserver")
 	if err != nil {
 		return nil, err
@@ -142,6 +143,8 @@ func (s *Server) startEtcd() error {
 	return err
 }
 
+var quietKlog sync.Once
+
 type quietLogger struct{}
 
 func (quietLogger) Errorf(string, ...any) {}
@@ -186,7 +189,10 @@ func (s *Server) StopAPI() {
 	if s.api == nil {
 		return
 	}
+	// The clients lose their connections first, as when a server
+	// crashes; a graceful stop would also wait for their watches to end.
 	s.transport.clearBackend()
+	s.transport.cutWatches()
 	s.api.TearDownFn()
 	s.api = nil
 }
@@ -219,6 +225,26 @@ func (s *Server) Etcd() *clientv3.Client { return s.etcdCli }
 // CutWatches breaks every watch open through Config's transport, as a
 // lost connection does. The clients' next requests go through.
 func (s *Server) CutWatches() { s.transport.cutWatches() }
+
+// WaitWatches waits until at least n watches are open through Config's
+// transport (a source's watch is open once its response has come), or
+// ctx ends.
+func (s *Server) WaitWatches(ctx context.Context, n int) error {
+	t := s.transport
+	for {
+		t.mu.Lock()
+		open, changed := len(t.watches), t.changed
+		t.mu.Unlock()
+		if open >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%d watches open, want %d: %w", open, n, ctx.Err())
+		}
+	}
+}
 
 // Compact compacts etcd's history up to its current revision, so that a
 // watch from an older resourceVersion can no longer be served.

@@ -38,6 +38,12 @@ type switchTransport struct {
 	backend http.RoundTripper
 	fault   Fault
 	watches map[*cutBody]struct{}
+	changed chan struct{} // closed and replaced when watches changes
+}
+
+func (t *switchTransport) notifyLocked() {
+	close(t.changed)
+	t.changed = make(chan struct{})
 }
 
 // cutBody is the body of a watch response that cutWatches can close.
@@ -48,7 +54,10 @@ type cutBody struct {
 
 func (b *cutBody) Close() error {
 	b.t.mu.Lock()
-	delete(b.t.watches, b)
+	if _, ok := b.t.watches[b]; ok {
+		delete(b.t.watches, b)
+		b.t.notifyLocked()
+	}
 	b.t.mu.Unlock()
 	return b.ReadCloser.Close()
 }
@@ -66,7 +75,7 @@ func (t *switchTransport) cutWatches() {
 }
 
 func newSwitchTransport() *switchTransport {
-	return &switchTransport{watches: map[*cutBody]struct{}{}}
+	return &switchTransport{watches: map[*cutBody]struct{}{}, changed: make(chan struct{})}
 }
 
 // errNoServer is what requests get while the API server is stopped, as a
@@ -148,6 +157,7 @@ func (t *switchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	b := &cutBody{ReadCloser: resp.Body, t: t}
 	t.mu.Lock()
 	t.watches[b] = struct{}{}
+	t.notifyLocked()
 	t.mu.Unlock()
 	resp.Body = b
 	return resp, nil
