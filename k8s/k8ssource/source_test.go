@@ -1,6 +1,9 @@
 package k8ssource_test
 
 import (
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +22,18 @@ func TestCreateUpdateDelete(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCRD(t, cached)
+			var streaming, paged atomic.Int64
+			cached.Inject(func(req *http.Request) *metav1.Status {
+				q := req.URL.Query()
+				if strings.Contains(req.URL.Path, c.gvr.Resource) && q.Get("sendInitialEvents") == "true" {
+					streaming.Add(1)
+				}
+				if strings.Contains(req.URL.Path, c.gvr.Resource) && q.Get("limit") != "" {
+					paged.Add(1)
+				}
+				return nil
+			})
+			defer cached.Inject(nil)
 			c.create(t, "ns1", "before", "b")
 			a := startAgent(t, c, newTarget(), tc.opts)
 			a.waitDone(map[string]string{"ns1/before": "b"})
@@ -36,6 +51,9 @@ func TestCreateUpdateDelete(t *testing.T) {
 			a.waitDone(map[string]string{"ns1/before": "b2"})
 			if got := a.settle(); !equalMaps(got, map[string]string{"ns1/before": "b2"}) {
 				t.Fatalf("target %v", got)
+			}
+			if s, p := streaming.Load(), paged.Load(); (s > 0) == tc.opts.disableWatchList || (p > 0) != tc.opts.disableWatchList {
+				t.Fatalf("%d streaming lists, %d paged list requests", s, p)
 			}
 		})
 	}

@@ -25,15 +25,14 @@ type rowState struct {
 
 // keyState is the writer's bookkeeping of one Kubernetes object.
 type keyState struct {
-	rows        map[string]rowState // by the table object's primary key
-	inflight    bool
-	lastWrite   time.Time
-	notBefore   time.Time // backoff after a failure
-	attempts    int
-	written     condition
-	hasWritten  bool
-	err         error // the current failure, for health; nil for conflicts
-	conflicting bool
+	rows       map[string]rowState // by the table object's primary key
+	inflight   bool
+	lastWrite  time.Time
+	notBefore  time.Time // backoff after a failure
+	attempts   int
+	written    condition
+	hasWritten bool
+	err        error // the current failure, for health; nil for conflicts
 }
 
 // writeResult is what a worker reports back to the loop.
@@ -56,7 +55,7 @@ type statusWriter[T Object, Obj comparable] struct {
 	dirty    map[string]struct{}
 	inflight int
 	health   cell.Health
-	// stats, read by tests through writerStats.
+	// stats count what the writer did, for its health message.
 	stats writerStats
 }
 
