@@ -52,6 +52,7 @@ func (w *statusWriter[T, Obj]) finish(r writeResult) {
 	case r.err == nil:
 		w.stats.Writes++
 		ks.written, ks.hasWritten = r.cond, true
+		ks.tokens = w.tokens(ks, now) - 1
 		ks.lastWrite, ks.notBefore, ks.attempts, ks.err = now, time.Time{}, 0, nil
 	case apierrors.IsNotFound(r.err):
 		// The object is gone (its delete event follows) or its status

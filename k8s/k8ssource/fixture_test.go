@@ -95,10 +95,11 @@ func newCRD(t testing.TB, srv *apiservertest.Server) *crd {
 // target is the fake outside world: key -> value, with the keys whose
 // Update fails, and the number of Prune calls.
 type target struct {
-	mu     sync.Mutex
-	state  map[string]string
-	fail   map[string]error
-	prunes int
+	discard bool // Update records nothing (benchmarks)
+	mu      sync.Mutex
+	state   map[string]string
+	fail    map[string]error
+	prunes  int
 }
 
 func newTarget() *target { return &target{state: map[string]string{}, fail: map[string]error{}} }
@@ -109,7 +110,9 @@ func (tg *target) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revisio
 	if err := tg.fail[o.Key]; err != nil {
 		return err
 	}
-	tg.state[o.Key] = o.Value
+	if !tg.discard {
+		tg.state[o.Key] = o.Value
+	}
 	return nil
 }
 

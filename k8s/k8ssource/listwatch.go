@@ -57,6 +57,11 @@ type ListerWatcherOptions struct {
 	// DefaultPageSize.
 	PageSize int64
 	// DisableWatchList always lists in pages, never with a streaming list.
+	// A server that has the WatchList feature (on by default since
+	// Kubernetes 1.32) streams; one that has it off refuses the request,
+	// and the ListerWatcher falls back to pages by itself. Set it for a
+	// server older than 1.27, which ignores sendInitialEvents, so that
+	// the end of the initial events never comes.
 	DisableWatchList bool
 }
 

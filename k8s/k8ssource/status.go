@@ -18,10 +18,13 @@ const (
 	// DefaultFieldManager is the server-side apply field manager of the
 	// status writer.
 	DefaultFieldManager = "converge"
-	// DefaultMinInterval spaces the writes of one object: a status that
-	// flaps is written at most once a second, its latest state winning.
-	// The first write after a quiet second goes at once.
+	// DefaultMinInterval and DefaultBurst limit the writes of one object
+	// (a token bucket per object): DefaultBurst writes at once, then one
+	// per DefaultMinInterval. A status that flaps is written once a second,
+	// its latest state winning; a user's apply, wait, apply again is not
+	// slowed.
 	DefaultMinInterval = time.Second
+	DefaultBurst       = 3
 	// DefaultWorkers is how many writes are in flight at once.
 	DefaultWorkers = 4
 	// DefaultBackoffMin and DefaultBackoffMax bound the wait before a
@@ -45,7 +48,8 @@ const (
 // It writes with server-side apply under its own field manager, so it
 // owns that one condition and nothing else (the CRD's status.conditions
 // must be a map list keyed by type, as for metav1.Condition), only when
-// the condition changes, at most once per MinInterval per object. A
+// the condition changes, at most Burst times at once and then once per
+// MinInterval per object. A
 // conflict is retried quietly and a deleted object forgotten; any other
 // failure, Forbidden included, is the job's health error and names the
 // resource and object.
@@ -91,8 +95,10 @@ type StatusConfig[T Object, Obj comparable] struct {
 	// change.
 	OwnsChanged func() <-chan struct{}
 
-	// MinInterval, Workers, BackoffMin, BackoffMax: see the defaults.
+	// MinInterval, Burst, Workers, BackoffMin, BackoffMax: see the
+	// defaults.
 	MinInterval            time.Duration
+	Burst                  int
 	Workers                int
 	BackoffMin, BackoffMax time.Duration
 }
@@ -103,6 +109,9 @@ func (c *StatusConfig[T, Obj]) setDefaults() {
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = DefaultMinInterval
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
@@ -130,8 +139,8 @@ func (c *StatusConfig[T, Obj]) validate() error {
 		return bad("Generation is required")
 	case c.GetObjectStatus == nil:
 		return bad("GetObjectStatus is required")
-	case c.MinInterval < 0 || c.Workers < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
-		return bad("MinInterval, Workers, BackoffMin must not be negative, BackoffMax not below BackoffMin")
+	case c.MinInterval < 0 || c.Burst < 0 || c.Workers < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
+		return bad("MinInterval, Burst, Workers, BackoffMin must not be negative, BackoffMax not below BackoffMin")
 	}
 	return nil
 }

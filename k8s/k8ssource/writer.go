@@ -28,6 +28,7 @@ type keyState struct {
 	rows       map[string]rowState // by the table object's primary key
 	inflight   bool
 	lastWrite  time.Time
+	tokens     float64   // write tokens left right after lastWrite
 	notBefore  time.Time // backoff after a failure
 	attempts   int
 	written    condition
@@ -189,7 +190,7 @@ func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, results chan<- writ
 		if ks.inflight {
 			continue // finish marks it dirty again
 		}
-		due := ks.lastWrite.Add(w.cfg.MinInterval)
+		due := w.rateDue(ks, now)
 		if ks.notBefore.After(due) {
 			due = ks.notBefore
 		}
@@ -267,6 +268,23 @@ func fromRows(rows map[string]rowState) (condition, bool) {
 		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: truncate(strings.Join(errs, "; ")), ObservedGeneration: gen}, true
 	}
 	return condition{Status: "True", Reason: ReasonReconciled, Message: "reconciled", ObservedGeneration: gen}, true
+}
+
+// tokens returns the write tokens of ks at now: one more per
+// MinInterval since its last write, up to Burst.
+func (w *statusWriter[T, Obj]) tokens(ks *keyState, now time.Time) float64 {
+	if ks.lastWrite.IsZero() {
+		return float64(w.cfg.Burst)
+	}
+	return min(ks.tokens+float64(now.Sub(ks.lastWrite))/float64(w.cfg.MinInterval), float64(w.cfg.Burst))
+}
+
+// rateDue is when ks has a token to write with.
+func (w *statusWriter[T, Obj]) rateDue(ks *keyState, now time.Time) time.Time {
+	if w.tokens(ks, now) >= 1 {
+		return now
+	}
+	return ks.lastWrite.Add(time.Duration((1 - ks.tokens) * float64(w.cfg.MinInterval)))
 }
 
 // nextBackoff is the wait before attempt n+1 of a failed write.

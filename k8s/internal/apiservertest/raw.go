@@ -3,19 +3,20 @@ package apiservertest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path"
+	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// rawBatch is how many objects one etcd transaction writes: etcd's
-// default limit of operations per transaction is 128.
-const rawBatch = 100
+// rawWorkers is how many puts PutRaw has in flight.
+const rawWorkers = 32
 
 // StorageKey is where the server stores the custom resource ns/name of
 // gvr in etcd.
@@ -24,31 +25,44 @@ func StorageKey(gvr schema.GroupVersionResource, ns, name string) string {
 }
 
 // PutRaw writes custom resources straight into etcd, as the API server
-// stores them, in transactions of 100: the fast way to have many objects
-// present before a test starts (creating 100k through the API takes
-// minutes). Each object gets a uid and generation 1 if it has none. The
-// API server sees them through its etcd watch like any other write.
+// stores them: the fast way to have many objects present before a test
+// starts (creating 100k through the API takes minutes). Each object is
+// one etcd transaction of its own, as every API server write is, so that
+// each has a resourceVersion of its own; 32 are in flight at once. Each
+// object gets a uid and generation 1 if it has none. The API server sees
+// them through its etcd watch like any other write.
 func (s *Server) PutRaw(ctx context.Context, gvr schema.GroupVersionResource, objs []*unstructured.Unstructured) error {
-	for start := 0; start < len(objs); start += rawBatch {
-		var ops []clientv3.Op
-		for _, u := range objs[start:min(start+rawBatch, len(objs))] {
-			if u.GetUID() == "" {
-				u.SetUID(types.UID(uuid.NewString()))
-			}
-			if u.GetGeneration() == 0 {
-				u.SetGeneration(1)
-			}
-			b, err := json.Marshal(u.Object)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, clientv3.OpPut(StorageKey(gvr, u.GetNamespace(), u.GetName()), string(b)))
+	type put struct{ key, val string }
+	puts := make([]put, len(objs))
+	for i, u := range objs {
+		if u.GetUID() == "" {
+			u.SetUID(types.UID(uuid.NewString()))
 		}
-		if _, err := s.etcdCli.Txn(ctx).Then(ops...).Commit(); err != nil {
-			return fmt.Errorf("put raw objects: %w", err)
+		if u.GetGeneration() == 0 {
+			u.SetGeneration(1)
 		}
+		b, err := json.Marshal(u.Object)
+		if err != nil {
+			return err
+		}
+		puts[i] = put{StorageKey(gvr, u.GetNamespace(), u.GetName()), string(b)}
 	}
-	return nil
+	var (
+		next atomic.Int64
+		wg   sync.WaitGroup
+		errs = make([]error, rawWorkers)
+	)
+	for w := range rawWorkers {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(puts) && errs[w] == nil; i = int(next.Add(1)) - 1 {
+				if _, err := s.etcdCli.Put(ctx, puts[i].key, puts[i].val); err != nil {
+					errs[w] = fmt.Errorf("put raw object %s: %w", puts[i].key, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // DeleteRaw deletes a custom resource straight from etcd.
