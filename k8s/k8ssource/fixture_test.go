@@ -175,6 +175,8 @@ type agentOpts struct {
 	statusInterval   time.Duration
 	owns             func(string) bool
 	ownsChanged      func() <-chan struct{}
+	namespace        string
+	labelSelector    string
 }
 
 func startAgentOwned(t testing.TB, c *crd, owns func(string) bool, changed func() <-chan struct{}) *agent {
@@ -208,8 +210,8 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 					return err
 				}
 				cfg := k8ssource.Config[*unstructured.Unstructured, *obj]{
-					Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), ""),
-					ListerWatcherOptions: k8ssource.ListerWatcherOptions{DisableWatchList: o.disableWatchList},
+					Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), o.namespace),
+					ListerWatcherOptions: k8ssource.ListerWatcherOptions{DisableWatchList: o.disableWatchList, LabelSelector: o.labelSelector},
 					Transform:            transform,
 					Source: source.Config[*unstructured.Unstructured, *obj]{
 						Name:       "k8s",

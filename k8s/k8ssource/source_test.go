@@ -1,6 +1,7 @@
 package k8ssource_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -57,4 +58,34 @@ func TestCreateUpdateDelete(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A source scoped to one namespace and a label sees only those objects,
+// and an object that leaves the selection leaves the table.
+func TestNamespaceAndLabelScoped(t *testing.T) {
+	c := newCRD(t, cached)
+	labeled := func(ns, name string) {
+		u := c.object(ns, name, "v")
+		u.SetLabels(map[string]string{"tier": "db"})
+		if _, err := c.dyn.Resource(c.gvr).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labeled("a", "in")
+	labeled("b", "other-namespace")
+	c.create(t, "a", "unlabeled", "v")
+	a := startAgent(t, c, newTarget(), agentOpts{noStatus: true, namespace: "a", labelSelector: "tier=db"})
+	a.waitDone(map[string]string{"a/in": "v"})
+	labeled("a", "later")
+	a.waitDone(map[string]string{"a/in": "v", "a/later": "v"})
+	r := c.dyn.Resource(c.gvr).Namespace("a")
+	u, err := r.Get(context.Background(), "in", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SetLabels(nil)
+	if _, err := r.Update(context.Background(), u, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.waitDone(map[string]string{"a/later": "v"})
 }
