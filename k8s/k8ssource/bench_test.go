@@ -69,9 +69,7 @@ func benchWatchEvents(b *testing.B) {
 	const n = 20000
 	for b.Loop() {
 		c := newCRD(b, cached)
-		tg := newTarget()
-		tg.discard = true
-		a := startAgent(b, c, tg, agentOpts{noStatus: true})
+		a := startAgent(b, c, newTarget(), agentOpts{noStatus: true, noReconciler: true})
 		a.waitInitialized()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := cached.WaitWatches(ctx, 1); err != nil {
@@ -209,7 +207,10 @@ func BenchmarkInitialList(b *testing.B) {
 		for _, mode := range []struct {
 			name string
 			opts agentOpts
-		}{{"source-streaming", agentOpts{noStatus: true}}, {"source-paged", agentOpts{noStatus: true, disableWatchList: true}}} {
+		}{
+			{"source-streaming", agentOpts{noStatus: true, noReconciler: true}},
+			{"source-paged", agentOpts{noStatus: true, noReconciler: true, disableWatchList: true}},
+		} {
 			b.Run(fmt.Sprintf("%s/%dk", mode.name, n/1000), func(b *testing.B) {
 				for b.Loop() {
 					began := time.Now()

@@ -177,6 +177,7 @@ type agentOpts struct {
 	ownsChanged      func() <-chan struct{}
 	namespace        string
 	labelSelector    string
+	noReconciler     bool // benchmarks of the source alone
 }
 
 func startAgentOwned(t testing.TB, c *crd, owns func(string) bool, changed func() <-chan struct{}) *agent {
@@ -196,18 +197,10 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 				if a.table, err = statedb.NewTable(db, "objects", keyIndex); err != nil {
 					return err
 				}
-				if a.rec, err = reconciler.New(reconciler.Config[*obj]{
-					Table:                      a.table,
-					GetObjectStatus:            func(o *obj) reconciler.Status { return o.Status },
-					SetObjectStatus:            func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
-					CloneObject:                func(o *obj) *obj { c := *o; return &c },
-					Operations:                 tg,
-					RetryBackoffMin:            10 * time.Millisecond,
-					RetryBackoffMax:            100 * time.Millisecond,
-					FullReconciliationInterval: reconciler.Off,
-					RefreshInterval:            reconciler.Off,
-				}, rp); err != nil {
-					return err
+				if !o.noReconciler {
+					if err := a.startReconciler(tg, rp); err != nil {
+						return err
+					}
 				}
 				cfg := k8ssource.Config[*unstructured.Unstructured, *obj]{
 					Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), o.namespace),
@@ -256,4 +249,20 @@ func (a *agent) stop() {
 		a.t.Error(err)
 	}
 	a.hive = nil
+}
+
+// startReconciler registers the agent's reconciler onto tg.
+func (a *agent) startReconciler(tg *target, rp reconciler.Params) (err error) {
+	a.rec, err = reconciler.New(reconciler.Config[*obj]{
+		Table:                      a.table,
+		GetObjectStatus:            func(o *obj) reconciler.Status { return o.Status },
+		SetObjectStatus:            func(o *obj, s reconciler.Status) *obj { o.Status = s; return o },
+		CloneObject:                func(o *obj) *obj { c := *o; return &c },
+		Operations:                 tg,
+		RetryBackoffMin:            10 * time.Millisecond,
+		RetryBackoffMax:            100 * time.Millisecond,
+		FullReconciliationInterval: reconciler.Off,
+		RefreshInterval:            reconciler.Off,
+	}, rp)
+	return err
 }
