@@ -227,7 +227,10 @@ func (w *statusWriter[T, Obj]) desired(key string, ks *keyState, now time.Time) 
 	case item.failed:
 		c = condition{Status: "False", Reason: ReasonTransformFailed, Message: item.failErr, ObservedGeneration: item.failGen}
 	case len(ks.rows) == 0:
-		return condition{}, false // nothing to report, or not committed yet
+		// Nothing to report (the object yields nothing, or is gone), or
+		// its objects are not committed yet: their change brings it back.
+		delete(w.keys, key)
+		return condition{}, false
 	default:
 		var ok bool
 		if c, ok = fromRows(ks.rows); !ok {
