@@ -87,32 +87,6 @@ func TestStatusConflicts(t *testing.T) {
 		t.Fatalf("health after conflicts: %s %q %v", l, s, err)
 	}
 
-	// A 404 (the object deleted under the write) is forgotten quietly;
-	// the object's next change is written.
-	var notFound atomic.Int64
-	answered := make(chan struct{})
-	cached.Inject(func(req *http.Request) *metav1.Status {
-		if statusPatch(req, "g") && notFound.Add(1) == 1 {
-			defer close(answered)
-			return apiservertest.Status(http.StatusNotFound, metav1.StatusReasonNotFound, "not found")
-		}
-		return nil
-	})
-	c.create(t, "ns", "g", "v")
-	select {
-	case <-answered:
-	case <-time.After(waitLimit):
-		t.Fatal("no status write of g")
-	}
-	c.setValue(t, "ns", "g", "v2")
-	c.waitCondition(t, "ns", "g", metav1.ConditionTrue, "Reconciled")
-	if n := notFound.Load(); n < 2 {
-		t.Fatalf("%d status writes of g, want the 404 and a success", n)
-	}
-	if l, s, err := a.jobHealth("k8s-status-k8s"); l != cell.StatusOK {
-		t.Fatalf("health after a 404: %s %q %v", l, s, err)
-	}
-
 	// Another manager sets Reconciled=False and a condition of its own.
 	r := c.dyn.Resource(c.gvr).Namespace("ns")
 	for {
@@ -142,6 +116,38 @@ func TestStatusConflicts(t *testing.T) {
 	}
 	if !ready {
 		t.Fatalf("the other manager's condition is gone: %v", conds)
+	}
+}
+
+// A status write answered 404 (the object deleted under the write) is
+// forgotten quietly, without a health error; the object's next change is
+// written.
+func TestStatusNotFound(t *testing.T) {
+	c := newCRD(t, cached)
+	defer cached.Inject(nil)
+	a := startAgent(t, c, newTarget(), agentOpts{statusInterval: 1})
+	var notFound atomic.Int64
+	answered := make(chan struct{})
+	cached.Inject(func(req *http.Request) *metav1.Status {
+		if statusPatch(req, "g") && notFound.Add(1) == 1 {
+			defer close(answered)
+			return apiservertest.Status(http.StatusNotFound, metav1.StatusReasonNotFound, "not found")
+		}
+		return nil
+	})
+	c.create(t, "ns", "g", "v")
+	select {
+	case <-answered:
+	case <-time.After(waitLimit):
+		t.Fatal("no status write of g")
+	}
+	c.setValue(t, "ns", "g", "v2")
+	c.waitCondition(t, "ns", "g", metav1.ConditionTrue, "Reconciled")
+	if n := notFound.Load(); n < 2 {
+		t.Fatalf("%d status writes of g, want the 404 and a success", n)
+	}
+	if l, s, err := a.jobHealth("k8s-status-k8s"); l != cell.StatusOK {
+		t.Fatalf("health after a 404: %s %q %v", l, s, err)
 	}
 }
 
