@@ -71,6 +71,12 @@ func (d *desiredState) load(markInitialized func(statedb.WriteTxn)) error {
 				"use a new or empty --state-dir", d.dir, d.path)
 		}
 		specs, err = nil, nil
+		// Record the (empty) desired set for this state directory now:
+		// the manifests of --desired-dir fill the state directory too,
+		// and a restart must find the file that says whose it is.
+		if err := d.save(d.db.ReadTxn()); err != nil {
+			return err
+		}
 	}
 	if err != nil {
 		return err

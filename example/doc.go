@@ -4,6 +4,9 @@
 // Run it from the repository root, and in another terminal:
 //
 //	$ curl -X PUT localhost:8080/files/hello.txt -d '{"content": "hello\n"}'
+//	                                     # answers at once, status Pending:
+//	                                     # the reconciler writes it right after
+//	$ curl localhost:8080/files/hello.txt  # Done: now it is on disk
 //	$ ls -l example-state/
 //	-rw-r--r-- 1 you you 6 Nov 22 06:20 hello.txt
 //	$ curl localhost:8080/files          # each file with its status: Done

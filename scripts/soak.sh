@@ -4,10 +4,13 @@
 # over several, under -race. Not part of scripts/test.sh (CI runs a fixed
 # budget of seeds); a failure prints the seed and the command to replay it.
 #
-#   scripts/soak.sh            # 50 model seeds, then 5 minutes of chaos seeds
+#   scripts/soak.sh            # 50 model seeds (engine, then sources), then 5 minutes of chaos seeds
 #   SEEDS=200 CHAOS_SOAK=30m scripts/soak.sh  # more
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-50}
 CONVERGE_MODEL_SEEDS="$SEEDS" go test -race -count=1 -timeout 60m -run 'TestModel' ./reconciler
+# The sources' model test (a store and a directory, restarts over a target
+# that persists): the same number of seeds.
+CONVERGE_SOURCE_MODEL_SEEDS="$SEEDS" go test -race -count=1 -timeout 60m -run 'TestModel' ./source
 CONVERGE_SOAK="${CHAOS_SOAK:-5m}" go test -race -count=1 -timeout 60m -run 'TestChaos' ./reconciler

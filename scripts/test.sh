@@ -26,6 +26,34 @@ if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
 fi
 staticcheck ./...
 
+# --- apt lock: wait for another apt instead of failing ----------------------
+# (owned by the sources work, issue 33 item 7; keep this block self-contained)
+# With another process holding apt's or dpkg's lock (unattended-upgrades, a
+# parallel job), apt-get failed and, under set -e, the script ran no test at
+# all. apt-get is wrapped (a function shadows the command, in subshells
+# too): a run that fails on a held lock is tried again every 2 s, for at
+# most APT_LOCK_WAIT seconds (default 300), then fails as before.
+# DPkg::Lock::Timeout alone covers dpkg's lock, not apt-get update's lists
+# lock, hence the retry.
+APT_LOCK_WAIT=${APT_LOCK_WAIT:-300}
+apt-get() {
+	local deadline=$((SECONDS + APT_LOCK_WAIT)) err rc
+	err=$(mktemp)
+	while :; do
+		rc=0
+		command apt-get -o DPkg::Lock::Timeout=10 "$@" 2>"$err" || rc=$?
+		if [ "$rc" -eq 0 ] || [ "$SECONDS" -ge "$deadline" ] ||
+			! grep -qE 'Could not get lock|Unable to lock|Unable to acquire the dpkg frontend lock' "$err"; then
+			cat "$err" >&2
+			rm -f "$err"
+			return "$rc"
+		fi
+		echo "apt-get: another process holds apt's lock; waiting (at most ${APT_LOCK_WAIT}s)" >&2
+		sleep 2
+	done
+}
+# --- end apt lock -------------------------------------------------------------
+
 # --- promtool: metrics/alerts.yaml and its unit tests ----------------------
 # (owned by metrics/; keep this block self-contained)
 # promtool comes from Debian's prometheus package, unpacked into a cache

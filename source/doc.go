@@ -12,17 +12,29 @@
 //
 // # Contract
 //
-//   - Initialization: a source registers a table initializer and commits
-//     its first complete list in one write transaction that also marks the
-//     initializer done. A reconciler's full reconciliation and Prune
-//     therefore never see a partial desired set.
+//   - Initialization: a source registers a table initializer and marks
+//     it done in the write transaction of its first list, once every
+//     listed item has been read successfully at least once. A
+//     reconciler's full reconciliation, Prune and whole-set Syncs
+//     therefore never see a partial desired set. An item that fails at
+//     the first list (after a restart, the objects it yielded before are
+//     in no table) keeps the table uninitialized until it reads or goes;
+//     Config.InitTimeout and Source.InitializeAnyway are the explicit
+//     ways on. Health names the items.
 //   - Relist: whenever the watch cannot resume (ErrExpired, ErrOverflow, or
 //     a reconnect without a resume point), and on each Config.Resync, the
 //     source lists again and replaces its rows in one transaction: rows
 //     that the list no longer yields are deleted in that transaction.
-//   - Ownership: a source deletes only rows it wrote itself, and never
-//     overwrites a row that Config.Owns says belongs to someone else, so
-//     several sources (and an API) can share one table.
+//   - Ownership, one rule for writes and deletes: a source writes or
+//     deletes a row only while it is its own (Config.Owns says so, or,
+//     without Owns, its content is still what the source wrote), and
+//     reports the item otherwise (ErrOwnedByOther). Config.Equal never
+//     decides whose a row is. Several sources (and an API) can share one
+//     table.
+//   - Content: an object's content is that of the first item, by key,
+//     that yields it; two items yielding one object are both reported
+//     (ErrDuplicate). A commit applies all its items before it writes, so
+//     an object that moves between items writes nothing.
 //   - No-op suppression: an object equal (Config.Equal, status excluded)
 //     to the row the table holds writes nothing. Only a real change is
 //     written, with the status Config.Pending gives it. A relist of a
@@ -38,8 +50,10 @@
 //
 // # Observing
 //
-// Each source reports health (OK, or Degraded with the last error and the
-// time since the last successful sync), a StatusSnapshot (Source.Status, and
+// Each source reports health (OK, or Degraded with the last error, the
+// failing items, what keeps the table uninitialized, and the time since
+// the last successful sync or, with Config.StaleAfter, since the store
+// last answered), a StatusSnapshot (Source.Status, and
 // the source/status and source/resync script commands that Cell adds)
 // and metrics (Metrics; NewPrometheus gives the converge_source_*
 // Prometheus series, every series created at zero).

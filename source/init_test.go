@@ -93,3 +93,19 @@ func TestInitializeAnyway(t *testing.T) {
 		})
 	}
 }
+
+// Item 4: with StaleAfter, a source whose store is silent for longer is
+// Degraded with the time since the last contact, and OK again at the
+// next contact (here an event; etcd's progress notifications are
+// Bookmarks).
+func TestStaleAfter(t *testing.T) {
+	st := sourcetest.NewStore[string]()
+	st.Set("a", "1")
+	_, src := oneSource(t, st, func(cfg *source.Config[string, *obj]) { cfg.StaleAfter = 300 * time.Millisecond })
+	s := waitStatus(t, src, "stale", func(s source.StatusSnapshot) bool { return s.Stale() })
+	if msg := s.HealthMessage(); s.Healthy() || !contains(msg, "no contact with the store for") || !contains(msg, "bound 300ms") {
+		t.Fatalf("health %q", msg)
+	}
+	st.Set("b", "1")
+	waitStatus(t, src, "fresh", func(s source.StatusSnapshot) bool { return s.Objects == 2 && !s.Stale() && s.Healthy() })
+}

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"strings"
@@ -100,28 +101,9 @@ func (s *source[Item, Obj]) compare(items []Keyed[Item]) ([]transformed[Obj], st
 			changed = make([]transformed[Obj], 0, len(items))
 		}
 		for _, k := range items {
-			it := s.w.items[k.Key]
-			if it != nil {
-				it.seen.Store(s.w.gen)
-				if k.Unchanged && (it.err != "" || s.w.unchanged(rtxn, it, it.objs)) {
-					continue
-				}
+			if t, ok := s.compareOne(rtxn, k); ok {
+				changed = append(changed, t)
 			}
-			t := transformed[Obj]{key: k.Key}
-			if k.Unchanged && it != nil {
-				// A row of it needs settling again (another writer,
-				// another item): its objects are known.
-				t.objs = slices.Clone(it.objs)
-			} else {
-				t.objs, t.err = s.w.transform(k.Key, k.Item)
-			}
-			if t.err == nil && s.w.unchanged(rtxn, it, t.objs) {
-				continue
-			}
-			if t.err == nil && it == nil {
-				t.absent = s.w.absent(rtxn, t.objs)
-			}
-			changed = append(changed, t)
 		}
 		return changed
 	}
@@ -141,4 +123,36 @@ func (s *source[Item, Obj]) compare(items []Keyed[Item]) ([]transformed[Obj], st
 	}
 	wg.Wait()
 	return slices.Concat(parts...), snapRev
+}
+
+// compareOne is compare's work on one listed item: its outcome, and
+// whether it must be applied.
+func (s *source[Item, Obj]) compareOne(rtxn statedb.ReadTxn, k Keyed[Item]) (transformed[Obj], bool) {
+	it := s.w.items[k.Key]
+	if it != nil {
+		it.seen.Store(s.w.gen)
+	}
+	t := transformed[Obj]{key: k.Key}
+	switch {
+	case k.Unchanged && it != nil && it.err != "":
+		t.err = errors.New(it.err)
+	case k.Unchanged && it != nil:
+		// Its objects are known; a row of them may need settling
+		// again (another writer, another item).
+		t.objs = it.objs
+	default:
+		t.objs, t.err = s.w.transform(k.Key, k.Item)
+	}
+	switch {
+	case t.err == nil && s.w.unchanged(rtxn, it, t.objs):
+		return t, false
+	case t.err != nil && it != nil && it.err == t.err.Error() && s.w.settled(rtxn, it):
+		return t, false // failing as before, its kept rows untouched
+	case k.Unchanged && t.err == nil:
+		t.objs = slices.Clone(t.objs)
+	}
+	if t.err == nil && it == nil {
+		t.absent = s.w.absent(rtxn, t.objs)
+	}
+	return t, true
 }

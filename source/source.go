@@ -233,7 +233,7 @@ func (s *source[Item, Obj]) reportHealth() {
 	if snap.Healthy() {
 		s.health.OK(snap.HealthMessage())
 	} else {
-		s.health.Degraded(snap.HealthMessage(), snap.cause())
+		s.health.Degraded(snap.healthReason(), snap.cause())
 	}
 }
 

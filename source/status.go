@@ -117,11 +117,21 @@ func (s StatusSnapshot) contact() time.Time {
 func (s StatusSnapshot) initBlocked() bool { return !s.Initialized && s.NeverRead > 0 }
 
 // HealthMessage is the health report: "OK, N items, M objects", or why it
-// is degraded, with the time since the last successful sync.
+// is degraded (healthReason, then its details), with the time since the
+// last successful sync.
 func (s StatusSnapshot) HealthMessage() string {
 	if s.Healthy() {
 		return fmt.Sprintf("OK, %d items, %d objects", s.Items, s.Objects)
 	}
+	if d := s.details(); d != "" {
+		return s.healthReason() + "; " + d
+	}
+	return s.healthReason()
+}
+
+// healthReason is the summary of a degraded health: the time since the
+// last sync, staleness, what blocks initialization, how many items fail.
+func (s StatusSnapshot) healthReason() string {
 	var b strings.Builder
 	since := "never synced"
 	if !s.LastSync.IsZero() {
@@ -132,34 +142,38 @@ func (s StatusSnapshot) HealthMessage() string {
 		fmt.Fprintf(&b, "; no contact with the store for %s (bound %s): the desired state may be stale",
 			s.UpdatedAt.Sub(s.contact()).Round(time.Millisecond), s.StaleAfter)
 	}
-	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
-		fmt.Fprintf(&b, "; %s", s.LastError)
-	}
 	if s.initBlocked() {
 		fmt.Fprintf(&b, "; table not initialized (no prune, no whole-set sync) until %d failing item(s) are read once or removed", s.NeverRead)
 	}
 	if s.FailingCount > 0 {
 		fmt.Fprintf(&b, "; %d item(s) failing", s.FailingCount)
-		for _, e := range s.Failing {
-			fmt.Fprintf(&b, "; %s: %s", e.Key, e.Error)
-		}
 	}
 	return b.String()
 }
 
-// cause is the error behind a degraded health: the current list or
-// watch error, else the first failing item.
-func (s StatusSnapshot) cause() error {
+// details are the errors behind a degraded health: the current list or
+// watch error, and the first failing items with theirs.
+func (s StatusSnapshot) details() string {
+	var parts []string
 	if s.LastError != "" && s.LastErrorAt.After(s.LastSync) {
-		return errors.New(s.LastError)
+		parts = append(parts, s.LastError)
+	}
+	for _, e := range s.Failing {
+		parts = append(parts, e.Key+": "+e.Error)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// cause is the error a degraded health carries: the details, so that a
+// report of "reason: error" says each thing once.
+func (s StatusSnapshot) cause() error {
+	if d := s.details(); d != "" {
+		return errors.New(d)
 	}
 	if s.Stale() {
 		return errors.New("no contact with the store")
 	}
-	if len(s.Failing) > 0 {
-		return fmt.Errorf("%s: %s", s.Failing[0].Key, s.Failing[0].Error)
-	}
-	return nil
+	return errors.New("degraded")
 }
 
 // tracker holds the parts of the status that change, under a mutex: the

@@ -182,6 +182,23 @@ func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, it *item[Obj], objs [
 	return true
 }
 
+// settled reports whether the rows of a failing item's kept objects are
+// as the source left them: every row it holds is still there, its own
+// and unchanged. Otherwise a relist settles them again.
+func (w *writer[Item, Obj]) settled(txn statedb.ReadTxn, it *item[Obj]) bool {
+	for _, o := range it.objs {
+		ps := w.rows[string(w.keyOf(o))]
+		if ps == nil || !ps.holds {
+			continue
+		}
+		cur, found := w.get(txn, o)
+		if !found || !w.mine(ps, cur) || !w.cfg.Equal(cur, ps.written) {
+			return false
+		}
+	}
+	return true
+}
+
 // update changes the model by one item's outcome and notes the rows it
 // touches; settle then writes them. A failure keeps the item's objects.
 func (w *writer[Item, Obj]) update(t transformed[Obj]) {
@@ -209,6 +226,11 @@ func (w *writer[Item, Obj]) update(t transformed[Obj]) {
 			w.neverOK++
 		}
 		it.err = t.err.Error()
+		// The kept objects' rows are settled again: another writer may
+		// have taken one over meanwhile.
+		for _, o := range it.objs {
+			w.row(o)
+		}
 	default:
 		if it == nil {
 			it = &item[Obj]{}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -39,11 +40,23 @@ type KeyValue struct {
 	ModRevision int64
 }
 
+// DefaultStaleAfter is the default of Config.Source.StaleAfter for an
+// etcd source: how long without an answer from etcd before health is
+// Degraded. The watch asks for a progress notification every third of
+// it, so a quiet watch answers well within it, and a dead one (etcd
+// killed, a network cut that closes nothing) does not.
+const DefaultStaleAfter = 15 * time.Second
+
 // ListerWatcher lists and watches the keys under a prefix.
 type ListerWatcher struct {
 	client   *clientv3.Client
 	prefix   string
 	pageSize int64
+
+	// ProgressEvery is how often a watch asks etcd for a progress
+	// notification (delivered as a source.Bookmark), to prove that it
+	// is alive while nothing changes. 0: never.
+	ProgressEvery time.Duration
 }
 
 var _ source.ListerWatcher[KeyValue] = (*ListerWatcher)(nil)
@@ -68,6 +81,11 @@ func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[KeyValue],
 		end   = clientv3.GetPrefixRangeEnd(lw.prefix)
 		first = true
 	)
+	if lw.prefix == "" {
+		// Every key: etcd takes the range ["\x00", "\x00") as "from the
+		// smallest key on", and refuses an empty key.
+		from, end = "\x00", "\x00"
+	}
 	for {
 		// The first page is a linearizable read: a serializable one
 		// could come from a lagging member, and a relist would then go
@@ -108,41 +126,106 @@ func (lw *ListerWatcher) Watch(ctx context.Context, resume string, emit func(sou
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wch := lw.client.Watch(clientv3.WithRequireLeader(ctx), lw.prefix,
-		clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			if resp.CompactRevision != 0 || errors.Is(err, rpctypes.ErrCompacted) {
-				return fmt.Errorf("etcd watch from %d, compacted at %d: %w", rev+1, resp.CompactRevision, source.ErrExpired)
-			}
-			return fmt.Errorf("etcd watch %q: %w", lw.prefix, err)
+	wctx := clientv3.WithRequireLeader(ctx)
+	// The watch starts at resume itself, not after it, and skips the
+	// events of that revision, which the caller has: etcd answers no
+	// progress request for a watcher that starts in the future, and
+	// the progress notifications are what tell a quiet watch from a
+	// dead one.
+	wch := lw.client.Watch(wctx, lw.prefix,
+		clientv3.WithPrefix(), clientv3.WithRev(max(rev, 1)), clientv3.WithProgressNotify())
+	if lw.ProgressEvery > 0 {
+		done := make(chan struct{})
+		defer func() { cancel(); <-done }()
+		go lw.requestProgress(wctx, done)
+	}
+	// A watch that hears nothing, not even an answer to its progress
+	// requests, ends: the client's own reconnect resumes it after the
+	// last revision it saw, where etcd answers no progress request until
+	// the next write, so only a new watch from the source's resume point
+	// gets them again.
+	var silence <-chan time.Time
+	var silenceT *time.Timer
+	if lw.ProgressEvery > 0 {
+		silenceT = time.NewTimer(3 * lw.ProgressEvery)
+		defer silenceT.Stop()
+		silence = silenceT.C
+	}
+	for {
+		var resp clientv3.WatchResponse
+		var ok bool
+		select {
+		case resp, ok = <-wch:
+		case <-silence:
+			return fmt.Errorf("etcd watch %q: no answer from etcd for %s", lw.prefix, 3*lw.ProgressEvery)
 		}
-		if resp.IsProgressNotify() {
-			if err := emit(source.Event[KeyValue]{Kind: source.Bookmark, Resume: strconv.FormatInt(resp.Header.Revision, 10)}); err != nil {
-				return err
-			}
-			continue
+		if !ok {
+			break
 		}
-		for i, ev := range resp.Events {
-			k := string(ev.Kv.Key)
-			out := source.Event[KeyValue]{Key: k}
-			if ev.Type == clientv3.EventTypeDelete {
-				out.Kind = source.Delete
-			} else {
-				out.Item = KeyValue{Key: k, Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision}
-			}
-			// Resume after a response, not inside it: the events of one
-			// transaction share a revision and come in one response.
-			if i == len(resp.Events)-1 {
-				out.Resume = strconv.FormatInt(ev.Kv.ModRevision, 10)
-			}
-			if err := emit(out); err != nil {
-				return err
-			}
+		if silenceT != nil {
+			silenceT.Reset(3 * lw.ProgressEvery)
+		}
+		if err := lw.deliver(resp, rev, emit); err != nil {
+			return err
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return fmt.Errorf("etcd watch %q: channel closed", lw.prefix)
+}
+
+// deliver emits one watch response's events after revision rev, or its
+// progress notification as a Bookmark.
+func (lw *ListerWatcher) deliver(resp clientv3.WatchResponse, rev int64, emit func(source.Event[KeyValue]) error) error {
+	if err := resp.Err(); err != nil {
+		if resp.CompactRevision != 0 || errors.Is(err, rpctypes.ErrCompacted) {
+			return fmt.Errorf("etcd watch from %d, compacted at %d: %w", rev, resp.CompactRevision, source.ErrExpired)
+		}
+		return fmt.Errorf("etcd watch %q: %w", lw.prefix, err)
+	}
+	if resp.IsProgressNotify() {
+		if err := emit(source.Event[KeyValue]{Kind: source.Bookmark, Resume: strconv.FormatInt(resp.Header.Revision, 10)}); err != nil {
+			return err
+		}
+		return nil
+	}
+	for i, ev := range resp.Events {
+		if ev.Kv.ModRevision <= rev {
+			continue
+		}
+		k := string(ev.Kv.Key)
+		out := source.Event[KeyValue]{Key: k}
+		if ev.Type == clientv3.EventTypeDelete {
+			out.Kind = source.Delete
+		} else {
+			out.Item = KeyValue{Key: k, Value: ev.Kv.Value, ModRevision: ev.Kv.ModRevision}
+		}
+		// Resume after a response, not inside it: the events of one
+		// transaction share a revision and come in one response.
+		if i == len(resp.Events)-1 {
+			out.Resume = strconv.FormatInt(ev.Kv.ModRevision, 10)
+		}
+		if err := emit(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// requestProgress asks for a progress notification every ProgressEvery,
+// on the watch's own stream (the same context), until ctx ends. A
+// request to a dead server blocks until the stream is back or ctx ends.
+func (lw *ListerWatcher) requestProgress(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(lw.ProgressEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		_ = lw.client.RequestProgress(ctx) // a failure shows as silence
+	}
 }

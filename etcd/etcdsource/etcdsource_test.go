@@ -45,24 +45,27 @@ type fixture struct {
 	db    *statedb.DB
 	table statedb.RWTable[*obj]
 	src   source.Source
+	stop  func() // stops the hive (once)
 }
 
-// start runs a hive with an etcd source of prefix over client.
-func start(t *testing.T, client *clientv3.Client) *fixture {
+// start runs a hive with an etcd source of prefix over client; tune
+// changes its config, and may add to the module (a reconciler).
+func start(t *testing.T, client *clientv3.Client, tune ...func(*etcdsource.Config[*obj], reconciler.Params) error) *fixture {
 	t.Helper()
 	f := &fixture{t: t}
+	f.stop = func() {}
 	log := hivetest.Logger(t, hivetest.LogLevel(slog.LevelError))
 	h := hive.New(
 		statedb.Cell, job.Cell,
 		cell.Provide(cell.NewSimpleHealth),
 		cell.Module("test", "Test",
 			cell.Provide(job.Registry.NewGroup),
-			cell.Invoke(func(db *statedb.DB, p source.Params) (err error) {
+			cell.Invoke(func(db *statedb.DB, p source.Params, rp reconciler.Params) (err error) {
 				f.db = db
 				if f.table, err = statedb.NewTable(db, "objects", keyIndex); err != nil {
 					return err
 				}
-				f.src, err = etcdsource.New(etcdsource.Config[*obj]{
+				cfg := etcdsource.Config[*obj]{
 					Client: client,
 					Prefix: prefix,
 					Decode: func(kv etcdsource.KeyValue) ([]*obj, error) {
@@ -77,7 +80,13 @@ func start(t *testing.T, client *clientv3.Client) *fixture {
 						BackoffMin: 10 * time.Millisecond,
 						BackoffMax: 200 * time.Millisecond,
 					},
-				}, p)
+				}
+				for _, fn := range tune {
+					if err := fn(&cfg, rp); err != nil {
+						return err
+					}
+				}
+				f.src, err = etcdsource.New(cfg, p)
 				return err
 			}),
 		),
@@ -87,11 +96,16 @@ func start(t *testing.T, client *clientv3.Client) *fixture {
 	if err := h.Start(log, ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := h.Stop(log, context.Background()); err != nil {
-			t.Error(err)
+	stopped := false
+	f.stop = func() {
+		if !stopped {
+			stopped = true
+			if err := h.Stop(log, context.Background()); err != nil {
+				t.Error(err)
+			}
 		}
-	})
+	}
+	t.Cleanup(f.stop)
 	return f
 }
 

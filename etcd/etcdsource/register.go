@@ -27,6 +27,9 @@ type Config[Obj comparable] struct {
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
 	// Transform are set by New. Resync stays off by default: etcd's watch
 	// is reliable, and a compaction is detected and relisted.
+	// Source.StaleAfter defaults to DefaultStaleAfter (source.Off turns
+	// it off). A value that fails to decode at the first list keeps the
+	// table uninitialized (see source.Config.InitTimeout).
 	Source source.Config[KeyValue, Obj]
 }
 
@@ -46,7 +49,14 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 		return nil, fmt.Errorf("%w: Decode is required", source.ErrInvalidConfig)
 	}
 	sc := cfg.Source
-	sc.ListerWatcher = NewListerWatcher(cfg.Client, cfg.Prefix, cfg.PageSize)
+	if sc.StaleAfter == 0 {
+		sc.StaleAfter = DefaultStaleAfter
+	}
+	lw := NewListerWatcher(cfg.Client, cfg.Prefix, cfg.PageSize)
+	if sc.StaleAfter > 0 {
+		lw.ProgressEvery = sc.StaleAfter / 3
+	}
+	sc.ListerWatcher = lw
 	decode := cfg.Decode
 	sc.Transform = func(_ string, kv KeyValue) ([]Obj, error) { return decode(kv) }
 	return source.New(sc, p)

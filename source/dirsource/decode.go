@@ -5,33 +5,127 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
 
+// DecodeOption changes how DecodeYAML decodes.
+type DecodeOption func(*decodeOptions)
+
+type decodeOptions struct{ lenient bool }
+
+// Lenient makes DecodeYAML ignore fields that T does not have, as
+// yaml.Unmarshal does. Without it, such a field (a misspelling: "imgae:")
+// is an error naming the field and its line.
+func Lenient() DecodeOption { return func(o *decodeOptions) { o.lenient = true } }
+
 // DecodeYAML decodes every document of a YAML stream (JSON is YAML) into
-// a T each; empty documents are skipped. Errors carry the line, as
-// "yaml: line 3: ...", and say which document failed. Use it in
-// Config.Decode, followed by checks of your own.
-func DecodeYAML[T any](data []byte) ([]T, error) {
+// a T each, with go.yaml.in/yaml/v3 (the maintained fork of
+// gopkg.in/yaml.v3): T's fields are matched by their `yaml:"..."` struct
+// tags, or by their lowercased names when untagged; `json` tags are not
+// read. Empty documents ("---" alone, or only comments) are skipped, so a
+// file of comments yields no objects.
+//
+// Decoding is strict unless Lenient is given: a field T does not have,
+// and a key repeated in one mapping, are errors. Errors carry the line,
+// as "yaml: line 3: ..." for a syntax error or "line 3: field imgae not
+// found in type ..." for a bad field, and say which document failed. Use
+// it in Config.Decode, followed by checks of your own.
+func DecodeYAML[T any](data []byte, opts ...DecodeOption) ([]T, error) {
+	var o decodeOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(!o.lenient)
 	var out []T
 	for i := 1; ; i++ {
-		var node yaml.Node
-		err := dec.Decode(&node)
+		// A pointer stays nil for an empty document.
+		var v *T
+		err := dec.Decode(&v)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
+			return nil, fmt.Errorf("document %d: %w", i, fixLine(err, data))
 		}
-		if len(node.Content) == 0 || (node.Content[0].Kind == yaml.ScalarNode && node.Content[0].Tag == "!!null") {
-			continue
+		if v != nil {
+			out = append(out, *v)
 		}
-		var v T
-		if err := node.Decode(&v); err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		out = append(out, v)
 	}
 }
+
+// yamlLine matches a syntax error of yaml/v3, with or without a line.
+var yamlLine = regexp.MustCompile(`^yaml: (?:line (\d+): )?(.*)$`)
+
+// fixLine corrects the line of a yaml/v3 parser error: the parser (unlike
+// its scanner) reports the zero-based line of the construct that failed,
+// so "port: [5432" on line 2 came out as "line 1", and one on line 1 as no
+// line at all. Any error's line is capped at the data's last line (an
+// error at the end of the stream).
+func fixLine(err error, data []byte) error {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil || (m[1] == "" && !parserError(m[2])) {
+		return err
+	}
+	line := 0
+	if m[1] != "" {
+		line, _ = strconv.Atoi(m[1])
+	}
+	if parserError(m[2]) {
+		line++
+	}
+	fixed := min(line, lines(data))
+	if fixed == line && !parserError(m[2]) {
+		return err
+	}
+	return &lineError{line: fixed, msg: m[2], err: err}
+}
+
+// lines counts data's lines as YAML does: \n, \r\n, \r, NEL, LS and PS
+// break lines; a final break starts no line.
+func lines(data []byte) int {
+	n := 1
+	s := string(data)
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\n':
+		case s[i] == '\r':
+			if i+1 < len(s) && s[i+1] == '\n' {
+				i++
+			}
+		case strings.HasPrefix(s[i:], "\u0085"), strings.HasPrefix(s[i:], "\u2028"), strings.HasPrefix(s[i:], "\u2029"):
+			i += len(string([]rune(s[i:])[0])) - 1
+		default:
+			continue
+		}
+		if i+1 < len(s) {
+			n++
+		}
+	}
+	return n
+}
+
+// parserError reports whether msg is one of yaml/v3's parser errors (its
+// scanner errors carry the right line).
+func parserError(msg string) bool {
+	for _, p := range []string{"did not find expected", "found undefined tag handle", "found duplicate %", "found incompatible YAML"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// lineError is a yaml/v3 error with its line corrected.
+type lineError struct {
+	line int
+	msg  string
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("yaml: line %d: %s", e.line, e.msg) }
+func (e *lineError) Unwrap() error { return e.err }

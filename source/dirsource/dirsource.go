@@ -37,6 +37,11 @@ type Config[Obj comparable] struct {
 	// Debounce: see DefaultDebounce. It must be positive.
 	Debounce time.Duration
 
+	// MaxFileSize bounds a manifest, in bytes: a larger one is not read
+	// and is reported on its name (ErrTooLarge), keeping the objects it
+	// had. Default DefaultMaxFileSize.
+	MaxFileSize int64
+
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer and metrics. Its ListerWatcher and
 	// Transform are set by New. Source.Resync defaults to DefaultResync
@@ -68,14 +73,21 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 	if cfg.Debounce < 0 {
 		return nil, fmt.Errorf("%w: Debounce %s is negative", source.ErrInvalidConfig, cfg.Debounce)
 	}
+	if cfg.MaxFileSize < 0 {
+		return nil, fmt.Errorf("%w: MaxFileSize %d is negative", source.ErrInvalidConfig, cfg.MaxFileSize)
+	}
 	lw, err := NewListerWatcher(cfg.Dir, cfg.Match, cfg.Debounce)
 	if err != nil {
 		return nil, fmt.Errorf("directory source %q: %w", cfg.Source.Name, err)
 	}
+	lw.MaxFileSize = cfg.MaxFileSize
 	sc := cfg.Source
 	sc.ListerWatcher = lw
 	decode := cfg.Decode
 	sc.Transform = func(name string, f File) ([]Obj, error) {
+		if f.Err != nil {
+			return nil, f.Err
+		}
 		if len(bytes.TrimSpace(f.Data)) == 0 {
 			// The state of a file that its writer truncated and has not
 			// written yet: keep what it had.

@@ -18,6 +18,20 @@ var (
 	// are kept. Remove a file to delete its objects.
 	ErrEmptyFile = errors.New("empty file (being written?): its objects are kept; remove the file to delete them")
 
+	// ErrNotRegular is reported on a manifest name that is not a regular
+	// file (after symlinks): a directory, a FIFO, a socket, a device. It
+	// is never opened; the other files are applied.
+	ErrNotRegular = errors.New("not a regular file")
+
+	// ErrUnreadable is reported on a manifest that cannot be read (no
+	// permission, a symlink loop); the other files are applied, and the
+	// file keeps the objects it had.
+	ErrUnreadable = errors.New("cannot read the file")
+
+	// ErrTooLarge is reported on a manifest over Config.MaxFileSize; it
+	// is not read, and keeps the objects it had.
+	ErrTooLarge = errors.New("file too large")
+
 	// ErrNotDir is wrapped when Config.Dir is not a directory.
 	ErrNotDir = errors.New("not a directory")
 )

@@ -64,7 +64,7 @@ func decode(name string, data []byte) ([]*obj, error) {
 }
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	db     *statedb.DB
 	table  statedb.RWTable[*obj]
@@ -75,7 +75,7 @@ type fixture struct {
 
 // start runs a hive with one directory source over a new temporary
 // directory that prepare fills first.
-func start(t *testing.T, prepare func(dir string), tune func(*dirsource.Config[*obj])) *fixture {
+func start(t testing.TB, prepare func(dir string), tune func(*dirsource.Config[*obj])) *fixture {
 	t.Helper()
 	f := &fixture{t: t, dir: t.TempDir(), writes: map[string]int{}}
 	if prepare != nil {

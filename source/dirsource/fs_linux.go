@@ -2,6 +2,7 @@ package dirsource
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 )
 
@@ -32,3 +33,13 @@ func checkFS(dir string, statfs func(string, *syscall.Statfs_t) error) error {
 }
 
 func statfs(dir string, st *syscall.Statfs_t) error { return syscall.Statfs(dir, st) }
+
+// stampOf takes a file's identity and times from its stat.
+func stampOf(fi os.FileInfo) stamp {
+	st := stamp{size: fi.Size(), mode: fi.Mode(), mtime: fi.ModTime().UnixNano()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.dev, st.ino = uint64(sys.Dev), sys.Ino
+		st.ctime = sys.Ctim.Nano()
+	}
+	return st
+}

@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,10 +19,14 @@ import (
 )
 
 // File is one manifest: its name in the directory and its content. It is
-// the item type of the source; the key of a file is its name.
+// the item type of the source; the key of a file is its name. Err, when
+// set, says why the file could not be read (not a regular file, no
+// permission, too large); the source's Transform reports it on the file,
+// which keeps the objects it had.
 type File struct {
 	Name string
 	Data []byte
+	Err  error
 }
 
 // ListerWatcher lists and watches the manifests of one directory. List
@@ -36,14 +41,26 @@ type ListerWatcher struct {
 	match    func(name string) bool
 	debounce time.Duration
 
+	// MaxFileSize bounds a manifest (DefaultMaxFileSize when 0): a larger
+	// one is not read and is reported (ErrTooLarge).
+	MaxFileSize int64
+
 	watcher *fsnotify.Watcher // opened by List, taken by Watch
 	token   uint64            // the resume point of watcher
-	hashes  map[string]uint64 // content hash of each file as last emitted
+	files   map[string]entry  // each file as the source last got it
 	seed    maphash.Seed
 
 	// beforeEvent, when set (by tests), runs before each inotify event is
 	// handled: a test stalls it to make the kernel queue overflow.
 	beforeEvent func()
+}
+
+// entry is a file as the source last got it: its stat, and its content's
+// hash or its error.
+type entry struct {
+	st   stamp
+	hash uint64
+	err  string
 }
 
 var _ source.ListerWatcher[File] = (*ListerWatcher)(nil)
@@ -57,7 +74,7 @@ func NewListerWatcher(dir string, match func(name string) bool, debounce time.Du
 	if match == nil {
 		match = DefaultMatch
 	}
-	lw := &ListerWatcher{dir: dir, match: match, debounce: debounce, hashes: map[string]uint64{}, seed: maphash.MakeSeed()}
+	lw := &ListerWatcher{dir: dir, match: match, debounce: debounce, files: map[string]entry{}, seed: maphash.MakeSeed()}
 	if err := lw.check(); err != nil {
 		return nil, err
 	}
@@ -120,51 +137,78 @@ func (lw *ListerWatcher) Close() error {
 }
 
 // List implements source.ListerWatcher: it opens the watch, then reads
-// every matching file.
+// every matching file. A file whose size, times and inode are what they
+// were when the source last got it is not read again: it is listed as
+// Unchanged. A file that cannot be read is listed with its Err.
 func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[File], error) {
 	lw.Close()
 	w, err := lw.open()
 	if err != nil {
 		return source.ListResult[File]{}, err
 	}
-	files, err := lw.readAll()
+	items, files, err := lw.readAll(ctx)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		w.Close()
 		return source.ListResult[File]{}, err
 	}
 	lw.watcher = w
 	lw.token++
-	clear(lw.hashes)
-	res := source.ListResult[File]{Items: make([]source.Keyed[File], 0, len(files)), Resume: strconv.FormatUint(lw.token, 10)}
-	for _, f := range files {
-		lw.hashes[f.Name] = lw.hash(f.Data)
-		res.Items = append(res.Items, source.Keyed[File]{Key: f.Name, Item: f})
-	}
-	return res, ctx.Err()
+	lw.files = files
+	return source.ListResult[File]{Items: items, Resume: strconv.FormatUint(lw.token, 10)}, nil
 }
 
-// readAll reads every matching file of the directory. A file that
-// vanishes meanwhile is skipped.
-func (lw *ListerWatcher) readAll() ([]File, error) {
+// readAll reads every matching file of the directory, or stats it only
+// when it is unchanged. A file that vanishes meanwhile is skipped.
+func (lw *ListerWatcher) readAll(ctx context.Context) ([]source.Keyed[File], map[string]entry, error) {
 	entries, err := os.ReadDir(lw.dir)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	files := make([]File, 0, len(entries))
-	for _, e := range entries {
-		if !lw.match(e.Name()) {
+	items := make([]source.Keyed[File], 0, len(entries))
+	files := make(map[string]entry, len(entries))
+	for i, e := range entries {
+		if i%256 == 255 && ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		name := e.Name()
+		if !lw.match(name) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(lw.dir, e.Name()))
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			continue
-		case err != nil:
-			return nil, err
+		if old, ok := lw.files[name]; ok && !old.st.unavailable {
+			if fi, err := os.Stat(filepath.Join(lw.dir, name)); err == nil && stampOf(fi) == old.st {
+				files[name] = old
+				items = append(items, source.Keyed[File]{Key: name, Unchanged: true})
+				continue
+			}
 		}
-		files = append(files, File{Name: e.Name(), Data: data})
+		f, st, gone := read(lw.dir, name, lw.maxSize())
+		if gone {
+			continue
+		}
+		files[name] = lw.entryOf(f, st)
+		items = append(items, source.Keyed[File]{Key: name, Item: f})
 	}
-	return files, nil
+	return items, files, nil
+}
+
+func (lw *ListerWatcher) maxSize() int64 {
+	if lw.MaxFileSize > 0 {
+		return lw.MaxFileSize
+	}
+	return DefaultMaxFileSize
+}
+
+func (lw *ListerWatcher) entryOf(f File, st stamp) entry {
+	e := entry{st: st}
+	if f.Err != nil {
+		e.err = f.Err.Error()
+	} else {
+		e.hash = lw.hash(f.Data)
+	}
+	return e
 }
 
 func (lw *ListerWatcher) hash(data []byte) uint64 { return maphash.Bytes(lw.seed, data) }
@@ -228,14 +272,18 @@ func (lw *ListerWatcher) event(ev fsnotify.Event, d *debouncer) error {
 	return nil
 }
 
-// flush reads the names due and emits what changed.
+// flush reads the names due and emits what changed: the changed files
+// first, in name order, then the removed ones, so that a rename whose two
+// events land in different batches briefly has its object twice rather
+// than not at all. A file is recorded as the source's only once emit took
+// it.
 func (lw *ListerWatcher) flush(names map[string]struct{}, rescan bool, emit func(source.Event[File]) error) error {
 	if rescan {
 		entries, err := os.ReadDir(lw.dir)
 		if err != nil {
 			return fmt.Errorf("%s: rescan: %w", lw.dir, err)
 		}
-		for name := range lw.hashes {
+		for name := range lw.files {
 			names[name] = struct{}{}
 		}
 		for _, e := range entries {
@@ -244,29 +292,30 @@ func (lw *ListerWatcher) flush(names map[string]struct{}, rescan bool, emit func
 			}
 		}
 	}
-	for name := range names {
-		data, err := os.ReadFile(filepath.Join(lw.dir, name))
-		if errors.Is(err, fs.ErrNotExist) {
-			if _, known := lw.hashes[name]; !known {
-				continue
-			}
-			delete(lw.hashes, name)
-			if err := emit(source.Event[File]{Kind: source.Delete, Key: name}); err != nil {
-				return err
+	var removed []string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		f, st, gone := read(lw.dir, name, lw.maxSize())
+		if gone {
+			if _, known := lw.files[name]; known {
+				removed = append(removed, name)
 			}
 			continue
 		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", lw.dir, err)
-		}
-		h := lw.hash(data)
-		if old, known := lw.hashes[name]; known && old == h {
+		e := lw.entryOf(f, st)
+		if old, known := lw.files[name]; known && old.hash == e.hash && old.err == e.err {
+			lw.files[name] = e
 			continue
 		}
-		lw.hashes[name] = h
-		if err := emit(source.Event[File]{Kind: source.Upsert, Key: name, Item: File{Name: name, Data: data}}); err != nil {
+		if err := emit(source.Event[File]{Kind: source.Upsert, Key: name, Item: f}); err != nil {
 			return err
 		}
+		lw.files[name] = e
+	}
+	for _, name := range removed {
+		if err := emit(source.Event[File]{Kind: source.Delete, Key: name}); err != nil {
+			return err
+		}
+		delete(lw.files, name)
 	}
 	return nil
 }
