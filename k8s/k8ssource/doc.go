@@ -39,4 +39,20 @@
 // quietly, forgets deleted objects, and reports any other failure (a
 // Forbidden from RBAC, typically) as the job's health error, naming the
 // resource and the object.
+//
+// # Permissions
+//
+// The source needs list and watch on its resource; the status writer
+// needs patch on the resource's status subresource, for example
+//
+//	rules:
+//	- apiGroups: [files.example.converge.dev]
+//	  resources: [desiredfiles]
+//	  verbs: [list, watch]
+//	- apiGroups: [files.example.converge.dev]
+//	  resources: [desiredfiles/status]
+//	  verbs: [patch]
+//
+// client-go's default rest.Config allows 5 requests a second (QPS, Burst
+// 10); raise them for a status writer of many objects.
 package k8ssource
