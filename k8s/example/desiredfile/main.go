@@ -117,6 +117,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// client-go's default of 5 requests a second would pace the status
+	// writes of a few hundred objects.
+	cfg.Rest.QPS, cfg.Rest.Burst = 50, 100
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
