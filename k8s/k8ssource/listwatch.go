@@ -167,9 +167,11 @@ func (lw *ListerWatcher[T]) Watch(ctx context.Context, resume string, emit func(
 		case ev, ok = <-w.ResultChan():
 		}
 		if !ok {
-			// The server ended the watch (its timeout, a restart): the
-			// source watches again from the last resourceVersion.
-			return fmt.Errorf("watch from %q: closed by the server", resume)
+			// The server ended the watch: its timeout (every 30 to 60
+			// minutes), a lost connection, a restart. Not an error: the
+			// source watches again from the last resourceVersion, and a
+			// server that is gone fails that request.
+			return nil
 		}
 		out, err := lw.event(ev)
 		if err != nil {
