@@ -31,7 +31,10 @@ type Config[T Object, Obj comparable] struct {
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
 	// Transform are set by New. Resync stays off by default: a watch that
-	// loses its place says so (410 Gone), and the source lists again.
+	// loses its place says so (410 Gone), and the source lists again. An
+	// API server sends a bookmark on an idle watch about once a minute,
+	// so a StaleAfter of a few minutes notices a connection that went
+	// silent.
 	Source source.Config[T, Obj]
 }
 
