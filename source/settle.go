@@ -175,11 +175,7 @@ func (w *writer[Item, Obj]) message(key string) string {
 	if it.err != "" {
 		return it.err
 	}
-	for _, o := range it.objs {
-		ps := w.rows[string(w.keyOf(o))]
-		if ps == nil {
-			continue
-		}
+	for _, ps := range it.rows {
 		if ps.other != "" {
 			return ps.other
 		}

@@ -48,9 +48,10 @@ type writer[Item any, Obj comparable] struct {
 // successful Transform, kept while it fails.
 type item[Obj any] struct {
 	objs []Obj
-	err  string        // the current Transform error, "" when it is good
-	ok   bool          // it was read successfully at least once
-	seen atomic.Uint64 // the last relist (writer.gen) that listed the key
+	rows []*pkState[Obj] // the state of each of objs' primary keys
+	err  string          // the current Transform error, "" when it is good
+	ok   bool            // it was read successfully at least once
+	seen atomic.Uint64   // the last relist (writer.gen) that listed the key
 }
 
 // producer is one item's object for a primary key.
@@ -170,8 +171,9 @@ func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, it *item[Obj], objs [
 		if !w.cfg.Equal(it.objs[i], o) {
 			return false
 		}
-		ps := w.rows[string(w.keyOf(o))]
-		if ps == nil || !ps.holds || len(ps.producers) != 1 || ps.other != "" {
+		// The objects are equal, so they have the same primary key.
+		ps := it.rows[i]
+		if !ps.holds || len(ps.producers) != 1 || ps.other != "" {
 			return false
 		}
 		cur, found := w.get(txn, o)
@@ -186,9 +188,9 @@ func (w *writer[Item, Obj]) unchanged(txn statedb.ReadTxn, it *item[Obj], objs [
 // as the source left them: every row it holds is still there, its own
 // and unchanged. Otherwise a relist settles them again.
 func (w *writer[Item, Obj]) settled(txn statedb.ReadTxn, it *item[Obj]) bool {
-	for _, o := range it.objs {
-		ps := w.rows[string(w.keyOf(o))]
-		if ps == nil || !ps.holds {
+	for i, o := range it.objs {
+		ps := it.rows[i]
+		if !ps.holds {
 			continue
 		}
 		cur, found := w.get(txn, o)
@@ -211,8 +213,8 @@ func (w *writer[Item, Obj]) update(t transformed[Obj]) {
 		if it == nil {
 			return
 		}
-		for _, o := range it.objs {
-			w.removeProducer(t.key, o)
+		for _, ps := range it.rows {
+			w.removeProducer(t.key, ps)
 		}
 		if !it.ok {
 			w.neverOK--
@@ -228,8 +230,8 @@ func (w *writer[Item, Obj]) update(t transformed[Obj]) {
 		it.err = t.err.Error()
 		// The kept objects' rows are settled again: another writer may
 		// have taken one over meanwhile.
-		for _, o := range it.objs {
-			w.row(o)
+		for _, ps := range it.rows {
+			w.touch(ps)
 		}
 	default:
 		if it == nil {
@@ -239,12 +241,13 @@ func (w *writer[Item, Obj]) update(t transformed[Obj]) {
 		} else if !it.ok {
 			w.neverOK--
 		}
-		for _, o := range it.objs {
-			w.removeProducer(t.key, o)
+		for _, ps := range it.rows {
+			w.removeProducer(t.key, ps)
 		}
 		it.objs, it.err, it.ok = t.objs, "", true
-		for _, o := range t.objs {
-			w.addProducer(t.key, o, t.absent)
+		it.rows = make([]*pkState[Obj], len(t.objs))
+		for i, o := range t.objs {
+			it.rows[i] = w.addProducer(t.key, o, t.absent)
 		}
 	}
 }
@@ -268,15 +271,16 @@ func (w *writer[Item, Obj]) touch(ps *pkState[Obj]) {
 	}
 }
 
-func (w *writer[Item, Obj]) addProducer(key string, o Obj, absent bool) {
+func (w *writer[Item, Obj]) addProducer(key string, o Obj, absent bool) *pkState[Obj] {
 	ps := w.row(o)
 	ps.absent = absent && len(ps.producers) == 0 && !ps.holds
 	i, _ := slices.BinarySearchFunc(ps.producers, key, func(p producer[Obj], k string) int { return strings.Compare(p.key, k) })
 	ps.producers = slices.Insert(ps.producers, i, producer[Obj]{key: key, obj: o})
+	return ps
 }
 
-func (w *writer[Item, Obj]) removeProducer(key string, o Obj) {
-	ps := w.row(o)
+func (w *writer[Item, Obj]) removeProducer(key string, ps *pkState[Obj]) {
+	w.touch(ps)
 	ps.producers = slices.DeleteFunc(ps.producers, func(p producer[Obj]) bool { return p.key == key })
 }
 

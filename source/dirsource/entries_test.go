@@ -134,3 +134,21 @@ func TestRenameWritesNothing(t *testing.T) {
 		}
 	}
 }
+
+// Item 4 for a directory: when the watch fails because the directory is
+// gone, the source is Degraded with the time since the last sync and the
+// error, keeps its objects, and recovers when the directory is back.
+func TestDirectoryGoneIsReported(t *testing.T) {
+	f := start(t, func(dir string) { write(t, filepath.Join(dir, "a.yaml"), aYAML) }, nil)
+	f.wait("a1=one@a.yaml a2=two@a.yaml")
+	moved := f.dir + ".moved"
+	must(t, os.Rename(f.dir, moved))
+	s := f.waitStatus("degraded", func(s source.StatusSnapshot) bool { return !s.Healthy() })
+	if msg := s.HealthMessage(); !strings.Contains(msg, "last sync") || s.LastError == "" {
+		t.Fatalf("health %q does not say how old the desired state is and why", msg)
+	}
+	f.wait("a1=one@a.yaml a2=two@a.yaml")
+	must(t, os.Rename(moved, f.dir))
+	f.waitStatus("healthy again", func(s source.StatusSnapshot) bool { return s.Healthy() && s.Objects == 2 })
+	f.wait("a1=one@a.yaml a2=two@a.yaml")
+}
