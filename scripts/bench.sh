@@ -13,7 +13,9 @@
 #
 # Then, unless -only names other workloads, the etcd source's rows, which
 # live in the nested etcd module (the core benchmarks cannot import it):
-# Go benchmarks against an embedded etcd on 127.0.0.1, about 30 s.
+# Go benchmarks against an embedded etcd on 127.0.0.1, about 30 s. And
+# the Kubernetes source's rows (nested k8s module): Go benchmarks against
+# an in-process API server, a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 go run ./benchmarks "$@"
@@ -36,5 +38,13 @@ if [ -z "$only" ] || [[ "etcd" =~ $only ]]; then
 		(cd etcd && go test -run '^$' -bench . -benchtime 1x ./etcdsource/) >&2
 	else
 		(cd etcd && go test -run '^$' -bench . -benchtime 1x ./etcdsource/)
+	fi
+fi
+if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
+	echo "== Kubernetes source (k8s/k8ssource, Go benchmarks)" >&2
+	if [ -n "$json" ]; then
+		(cd k8s && go test -run '^$' -bench . -benchtime 1x -timeout 30m ./k8ssource/) >&2
+	else
+		(cd k8s && go test -run '^$' -bench . -benchtime 1x -timeout 30m ./k8ssource/)
 	fi
 fi

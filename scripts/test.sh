@@ -148,5 +148,16 @@ echo "== benchmarks/replicas: go vet, staticcheck, go test -race"
 (cd benchmarks/replicas && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 5m ./...)
 # --- end benchmarks/replicas ---------------------------------------------------
 
+# --- nested module: k8s/ -----------------------------------------------------
+# (owned by the Kubernetes work; keep this block self-contained)
+# k8s/ is a module of its own (github.com/converge-go/converge/k8s), so that
+# client-go and the API server stay out of the core go.mod. Its tests run a
+# real Kubernetes API server in-process (k8s.io/apiextensions-apiserver's
+# test server over an embedded etcd, on 127.0.0.1): nothing is installed or
+# downloaded at run time, and nothing skips. Its first build takes minutes.
+echo "== k8s: go vet, staticcheck, go test -race"
+(cd k8s && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 10m ./...)
+# --- end nested module: k8s/ -------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...

@@ -1,0 +1,131 @@
+// Command desiredfile is a converge agent driven by a Kubernetes custom
+// resource: it keeps a directory holding one file per DesiredFile object
+// (crd.yaml), and writes each object's Reconciled condition back, so that
+//
+//	kubectl apply -f crd.yaml
+//	kubectl apply -f motd.yaml
+//	kubectl wait --for=condition=Reconciled desiredfile/motd
+//	kubectl get desiredfiles
+//
+// shows, in its Reconciled and Reason columns, whether each file is
+// written, and why not when it is not. Run it with
+//
+//	go run ./example/desiredfile --kubeconfig ~/.kube/config --dir /tmp/files
+//
+// (from the k8s module); the hive shell's db/show desired-files and
+// source/status show the table and the source.
+package main
+
+import (
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/hive/job"
+	"github.com/cilium/statedb"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/converge-go/converge/k8s/k8ssource"
+	"github.com/converge-go/converge/reconciler"
+	"github.com/converge-go/converge/source"
+)
+
+// CRD is the DesiredFile CustomResourceDefinition.
+//
+//go:embed crd.yaml
+var CRD []byte
+
+// desiredFiles is the resource the agent reads.
+var desiredFiles = schema.GroupVersionResource{Group: "files.example.converge.dev", Version: "v1", Resource: "desiredfiles"}
+
+// agentConfig is what the agent needs from its command line.
+type agentConfig struct {
+	Dir       string       // the directory the files are kept in
+	Namespace string       // "" watches every namespace
+	Rest      *rest.Config // the API server
+}
+
+// agentCell is the application: the table, its reconciler onto the
+// directory, and the Kubernetes source with status write-back.
+func agentCell(cfg agentConfig) cell.Cell {
+	return cell.Module("desiredfile", "Keeps a directory of files from DesiredFile objects",
+		cell.ProvidePrivate(job.Registry.NewGroup),
+		cell.Provide(func(db *statedb.DB) (statedb.RWTable[*File], error) {
+			return statedb.NewTable(db, "desired-files", keyIndex)
+		}),
+		cell.Invoke(func(files statedb.RWTable[*File], rp reconciler.Params, sp source.Params) error {
+			dyn, err := dynamic.NewForConfig(cfg.Rest)
+			if err != nil {
+				return err
+			}
+			if err := reconciler.Register(reconciler.Config[*File]{
+				Table:           files,
+				GetObjectStatus: func(f *File) reconciler.Status { return f.Status },
+				SetObjectStatus: func(f *File, s reconciler.Status) *File { f.Status = s; return f },
+				CloneObject:     func(f *File) *File { c := *f; return &c },
+				Operations:      fileOps{dir: cfg.Dir},
+			}, rp); err != nil {
+				return err
+			}
+			return k8ssource.Register(k8ssource.Config[*unstructured.Unstructured, *File]{
+				Client:    k8ssource.Dynamic(dyn.Resource(desiredFiles), cfg.Namespace),
+				Transform: fromDesiredFile,
+				Status: &k8ssource.StatusConfig[*unstructured.Unstructured, *File]{
+					Client: dyn, Resource: desiredFiles,
+					APIVersion: "files.example.converge.dev/v1", Kind: "DesiredFile",
+					FieldManager:    "desiredfile-agent",
+					ItemKey:         func(f *File) string { return f.Key },
+					Generation:      func(f *File) int64 { return f.Generation },
+					GetObjectStatus: func(f *File) reconciler.Status { return f.Status },
+				},
+				Source: source.Config[*unstructured.Unstructured, *File]{
+					Name:    "desiredfiles",
+					Table:   files,
+					Equal:   equalFiles,
+					Pending: func(f *File) *File { f.Status = reconciler.StatusPending(); return f },
+				},
+			}, sp)
+		}),
+	)
+}
+
+// newHive is the agent's hive.
+func newHive(cfg agentConfig, extra ...cell.Cell) *hive.Hive {
+	return hive.New(append([]cell.Cell{
+		statedb.Cell, job.Cell, source.Cell,
+		cell.Provide(cell.NewSimpleHealth),
+		agentCell(cfg),
+	}, extra...)...)
+}
+
+func main() {
+	kubeconfig := pflag.String("kubeconfig", "", "kubeconfig file (default: in-cluster configuration)")
+	var cfg agentConfig
+	pflag.StringVar(&cfg.Dir, "dir", "files", "directory to keep the files in")
+	pflag.StringVar(&cfg.Namespace, "namespace", "", "namespace to watch (default: all)")
+	pflag.Parse()
+	var err error
+	if cfg.Rest, err = clientcmd.BuildConfigFromFlags("", *kubeconfig); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	// client-go's default of 5 requests a second would pace the status
+	// writes of a few hundred objects.
+	cfg.Rest.QPS, cfg.Rest.Burst = 50, 100
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := newHive(cfg).Run(slog.Default()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}

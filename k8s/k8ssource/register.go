@@ -1,0 +1,84 @@
+package k8ssource
+
+import (
+	"fmt"
+
+	"github.com/cilium/hive/job"
+
+	"github.com/converge-go/converge/source"
+)
+
+// Config describes a Kubernetes source: the resource, how an object
+// becomes the table's objects, and optionally the status written back.
+type Config[T Object, Obj comparable] struct {
+	// Client lists and watches the resource (Dynamic or Typed). Required.
+	Client Client[T]
+
+	// ListerWatcherOptions: selectors, page size, streaming lists.
+	ListerWatcherOptions
+
+	// Transform turns one Kubernetes object into the table's objects; an
+	// error is reported on the object's key (health, source/status, and
+	// its Reconciled condition when Status is set), and the object keeps
+	// the table objects it had. It runs concurrently during a list.
+	// Required.
+	Transform func(obj T) ([]Obj, error)
+
+	// Status, when set, writes each object's reconciliation status back
+	// to it as a Reconciled condition; see StatusConfig.
+	Status *StatusConfig[T, Obj]
+
+	// Source is the rest of the source's configuration: Name, Table,
+	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
+	// Transform are set by New. Resync stays off by default: a watch that
+	// loses its place says so (410 Gone), and the source lists again. An
+	// API server sends a bookmark on an idle watch about once a minute,
+	// so a StaleAfter of a few minutes notices a connection that went
+	// silent.
+	Source source.Config[T, Obj]
+}
+
+// Register builds a Kubernetes source (and its status writer) and adds
+// them to the hive module of p; see New.
+func Register[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) error {
+	_, err := New(cfg, p)
+	return err
+}
+
+// New registers a Kubernetes source, and the job that writes status back
+// when cfg.Status is set. Its errors wrap source.ErrInvalidConfig and name
+// the field.
+func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.Source, error) {
+	switch {
+	case cfg.Client.List == nil || cfg.Client.Watch == nil:
+		return nil, fmt.Errorf("%w: Client.List and Client.Watch are required", source.ErrInvalidConfig)
+	case cfg.Transform == nil:
+		return nil, fmt.Errorf("%w: Transform is required", source.ErrInvalidConfig)
+	}
+	lw := NewListerWatcher(cfg.Client, cfg.ListerWatcherOptions)
+	sc := cfg.Source
+	sc.ListerWatcher = lw
+	transform := cfg.Transform
+	sc.Transform = func(_ string, obj T) ([]Obj, error) { return transform(obj) }
+	var w *statusWriter[T, Obj]
+	if cfg.Status != nil {
+		var err error
+		if w, err = newStatusWriter(*cfg.Status, sc.Table, p); err != nil {
+			return nil, err
+		}
+		lw.observe = w.tracker
+		sc.Transform = func(key string, obj T) ([]Obj, error) {
+			objs, err := transform(obj)
+			w.tracker.transformed(key, obj, err)
+			return objs, err
+		}
+	}
+	src, err := source.New(sc, p)
+	if err != nil {
+		return nil, err
+	}
+	if w != nil {
+		p.JobGroup.Add(job.OneShot("k8s-status-"+sc.Name, w.run))
+	}
+	return src, nil
+}
