@@ -60,7 +60,8 @@
 //
 // # Implementing a ListerWatcher
 //
-// The interface is two methods, List and Watch; see ListerWatcher. The
-// package's README section "Feeding the table" shows an adapter for a
-// Kubernetes client-go cache.ListerWatcher in about thirty lines.
+// The interface is two methods, List and Watch; see ListerWatcher.
+// Implementations ship for a directory (source/dirsource), etcd (the etcd
+// module's etcdsource) and Kubernetes resources (the k8s module's
+// k8ssource); the README's "Feeding the table" shows each.
 package source
