@@ -3,6 +3,7 @@ package reconciler_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -83,6 +84,42 @@ func TestBubbleSyncDebounceAndRetries(t *testing.T) {
 			// second change fails; its retry comes after the backoff.
 			if took := time.Since(start); took < 60*time.Millisecond+50*time.Millisecond {
 				t.Errorf("settled %v after the first change: before the quiet period and the retry's backoff", took)
+			}
+		})
+}
+
+// TestBubbleRefreshOwnSchedule: refresh runs on a timer of its own, with
+// pruning off. An object written Done long ago (restored, preloaded) is
+// refreshed as soon as it is read, even after the walk went idle on an
+// empty table; a Done one is refreshed RefreshInterval after its write,
+// not before.
+func TestBubbleRefreshOwnSchedule(t *testing.T) {
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.RefreshInterval = time.Hour
+			cfg.FullReconciliationInterval = reconciler.Off
+		},
+		func(f *fixture, ops *timedOps) {
+			synctest.Wait() // the walk has looked at the empty table
+			old := reconciler.Status{Kind: reconciler.StatusKindDone, UpdatedAt: time.Now().Add(-2 * time.Hour)}
+			insert(t, f, &testObject{ID: "old", Value: "v", Status: old})
+			synctest.Wait()
+			if got := fmt.Sprint(f.target("").History()); got != "[update-refresh(old)]" {
+				t.Fatalf("history %s, want the old object refreshed at once", got)
+			}
+			insert(t, f, &testObject{ID: "new", Value: "v", Status: reconciler.StatusPending()})
+			synctest.Wait()
+			start := time.Now()
+			time.Sleep(time.Hour - time.Second)
+			synctest.Wait()
+			if n := len(f.target("").History()); n != 2 {
+				t.Fatalf("%d operations before an hour passed, want 2: %v", n, f.target("").History())
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			h := f.target("").History()
+			if len(h) != 4 || !slices.Contains(h[2:], "update-refresh(new)") || !slices.Contains(h[2:], "update-refresh(old)") {
+				t.Fatalf("history %v after %v, want both refreshed once an hour passed", h, time.Since(start))
 			}
 		})
 }

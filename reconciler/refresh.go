@@ -26,6 +26,11 @@ import (
 type refreshState struct {
 	from statedb.Revision // the lowest revision not examined yet
 	at   time.Time        // when the next step is due; zero: at once
+	// atEnd is set when the last step examined every object: then an
+	// object written since (readTo >= from) is looked at without waiting
+	// for at, for it may carry an old status (a restored or preloaded
+	// Done object is due at once).
+	atEnd bool
 }
 
 // refreshScanLimit bounds the objects one refresh step examines, so that
@@ -33,13 +38,22 @@ type refreshState struct {
 // too: a table of outstanding or unowned objects is walked in steps).
 const refreshScanLimit = 10000
 
+// dueObject is an object a step marks Refreshing.
+type dueObject[Obj any] struct {
+	key string
+	obj Obj
+	rev statedb.Revision
+}
+
 // stepRefresh marks what is due, up to what the rate limiter allows and
-// RoundSize, and arms the refresh timer for the next step.
+// RoundSize, and arms the refresh timer for the next step. It looks on a
+// read snapshot and takes the table's write lock only to mark.
 func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTimers) {
 	if l.cfg.RefreshInterval == Off || l.suspended() || ctx.Err() != nil {
 		return
 	}
-	if now.Before(l.refresh.at) {
+	written := l.refresh.atEnd && l.readTo >= l.refresh.from
+	if now.Before(l.refresh.at) && !written {
 		ts.refresh.armAt(l.refresh.at)
 		return
 	}
@@ -52,14 +66,8 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 			return
 		}
 	}
-	wtxn := l.db.WriteTxn(l.cfg.Table)
-	defer wtxn.Abort()
-	marked, next := l.markDue(wtxn, now, allowed)
-	if ctx.Err() != nil {
-		return // stopping: write nothing
-	}
-	wtxn.Commit()
-	if marked > 0 && lim.Limit() != rate.Inf {
+	due, next := l.findDue(l.db.ReadTxn(), now, allowed)
+	if marked := l.markRefreshing(ctx, due, now); marked > 0 && lim.Limit() != rate.Inf {
 		lim.AllowN(now, marked)
 	}
 	if next.IsZero() {
@@ -69,42 +77,66 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	ts.refresh.armAt(next)
 }
 
-// markDue walks from where the last step stopped and marks up to allowed
-// due objects Refreshing. next is when the first object not due yet will
-// be, or zero when the step stopped with more due (or more to look at).
-func (l *loop[Obj]) markDue(wtxn statedb.WriteTxn, now time.Time, allowed int) (marked int, next time.Time) {
+// findDue walks from where the last step stopped and returns up to allowed
+// due objects to mark. next is when the first object not due yet will be,
+// or zero when the step stopped with more due (or more to look at).
+func (l *loop[Obj]) findDue(txn statedb.ReadTxn, now time.Time, allowed int) (due []dueObject[Obj], next time.Time) {
 	cutoff := now.Add(-l.cfg.RefreshInterval)
 	scanned := 0
-	for obj, rev := range l.cfg.Table.LowerBound(wtxn, statedb.ByRevision[Obj](l.refresh.from)) {
-		if marked >= allowed || scanned >= refreshScanLimit {
-			return marked, time.Time{}
+	l.refresh.atEnd = false
+	for obj, rev := range l.cfg.Table.LowerBound(txn, statedb.ByRevision[Obj](l.refresh.from)) {
+		if len(due) >= allowed || scanned >= refreshScanLimit {
+			return due, time.Time{}
 		}
 		st := l.cfg.GetObjectStatus(obj)
 		if st.UpdatedAt.After(cutoff) {
-			// Not due yet, nor anything written after it. (Due is
-			// "at least RefreshInterval old", so that next is after
-			// now: on a clock that does not move while the loop runs,
-			// a synctest bubble's, "not due until now" would spin.)
-			return marked, st.UpdatedAt.Add(l.cfg.RefreshInterval)
+			// Not due yet, nor, but for statuses written with an old
+			// time, anything written after it. (Due is "at least
+			// RefreshInterval old", so that next is after now: on a
+			// clock that does not move while the loop runs, a synctest
+			// bubble's, "due at now" would spin.)
+			return due, st.UpdatedAt.Add(l.cfg.RefreshInterval)
 		}
 		scanned++
 		l.refresh.from = rev + 1
-		key := l.keyOf(obj)
-		if !l.refreshable(key, st) || !l.ownsKey(key) {
-			continue // the write rule: no status into another replica's key
+		if key := l.keyOf(obj); l.refreshable(key, st) {
+			due = append(due, dueObject[Obj]{key, obj, rev})
 		}
-		clone, err := l.clone(obj)
+	}
+	// Nothing left to look at: an object written from now on is looked
+	// at when it is read (atEnd), else after RefreshInterval.
+	l.refresh.atEnd = true
+	return due, now.Add(l.cfg.RefreshInterval)
+}
+
+// markRefreshing marks the due objects Refreshing in one write
+// transaction; one that changed since it was found is left to its change.
+// It returns how many it marked.
+func (l *loop[Obj]) markRefreshing(ctx context.Context, due []dueObject[Obj], now time.Time) int {
+	if len(due) == 0 {
+		return 0
+	}
+	wtxn := l.db.WriteTxn(l.cfg.Table)
+	defer wtxn.Abort()
+	marked := 0
+	for _, d := range due {
+		if !l.ownsKey(d.key) {
+			continue // the write rule: no status into another replica's key, asked in the transaction
+		}
+		clone, err := l.clone(d.obj)
 		if err != nil {
 			continue // reported when an operation's clone fails
 		}
-		obj = l.cfg.SetObjectStatus(clone, Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
-		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, rev, obj); err == nil {
+		obj := l.cfg.SetObjectStatus(clone, Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
+		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, d.rev, obj); err == nil {
 			marked++
 		}
 	}
-	// Nothing left to look at: whatever is written from now on is due
-	// RefreshInterval after it, at the earliest.
-	return marked, now.Add(l.cfg.RefreshInterval)
+	if ctx.Err() != nil {
+		return 0 // stopping: write nothing
+	}
+	wtxn.Commit()
+	return marked
 }
 
 // refreshable reports whether an object whose status is st, due by its
