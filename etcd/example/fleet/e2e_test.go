@@ -170,7 +170,27 @@ func (e *e2e) waitDone(replica string, replicas, want int) {
 		select {
 		case <-wch:
 		case <-ctx.Done():
+			e.logFleet()
 			e.t.Fatalf("the fleet is not done within %v: %s", within, msg)
+		}
+	}
+}
+
+// logFleet logs what the fleet holds besides the desired groups (applied
+// groups, marks, overlaps, refused writes, claims), with the revisions and
+// leases that tell who wrote what when: the evidence of a failed wait.
+func (e *e2e) logFleet() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, "/fleet/", clientv3.WithPrefix())
+	if err != nil {
+		e.t.Logf("the fleet cannot be read: %v", err)
+		return
+	}
+	e.t.Logf("the fleet at revision %d:", resp.Header.Revision)
+	for _, kv := range resp.Kvs {
+		if !strings.HasPrefix(string(kv.Key), "/fleet/desired/") {
+			e.t.Logf("  %s = %s (created %d, modified %d, lease %x)", kv.Key, kv.Value, kv.CreateRevision, kv.ModRevision, kv.Lease)
 		}
 	}
 }

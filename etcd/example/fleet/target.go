@@ -137,10 +137,7 @@ func (t *fleetTarget) apply(ctx context.Context, name string, spec *Spec) error 
 		t.refused(err)
 		// The operation is over either way: take the mark away, so that
 		// a later owner does not see this one as still running.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_, _ = t.cli.Txn(cctx).If(clientv3.Compare(clientv3.Value(t.key("active", name)), "=", id)).
-			Then(clientv3.OpDelete(t.key("active", name))).Commit()
+		t.unmark(ctx, name, id)
 		return err
 	}
 	return nil
@@ -180,10 +177,39 @@ func (t *fleetTarget) begin(ctx context.Context, name string, tok fencing.Token)
 	}
 	if err != nil {
 		t.refused(err)
+		// A write whose answer was lost (ctx cancelled while the Txn was
+		// in flight, a connection reset) may have been applied: the mark
+		// is then in etcd, under this replica's lease, for as long as the
+		// replica lives, and whoever owns the group next would see this
+		// operation as running forever. It is ours: take it away.
+		t.unmark(ctx, name, id)
 		t.end(name)
 		return "", err
 	}
 	return id, nil
+}
+
+// unmark removes name's mark if it is operation id's, whatever the state
+// of ctx: the operation is over. It sends the removal until etcd answers,
+// for a second at most (it holds the operation, and so a handover, that
+// long); the removal is idempotent, so a lost answer of its own needs
+// nothing more.
+func (t *fleetTarget) unmark(ctx context.Context, name, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	active := t.key("active", name)
+	for {
+		_, err := t.cli.Txn(ctx).If(clientv3.Compare(clientv3.Value(active), "=", id)).
+			Then(clientv3.OpDelete(active)).Commit()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // end forgets that this process runs an operation on name.
