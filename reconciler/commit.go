@@ -210,7 +210,7 @@ func (l *loop[Obj]) judge(res *result[Obj], now time.Time) (v verdict[Obj], w st
 // marked Done.
 func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, committedAt time.Time) (time.Duration, bool) {
 	r := v.r
-	r.tried = true // its result is in, and written: the change has been attempted
+	l.work.setTried(r) // its result is in, and written: the change has been attempted
 	if !l.work.afterWrite(r, w, &v.err, &v.giveUp, now) {
 		return 0, false
 	}

@@ -150,7 +150,8 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time)
 func (w *work[Obj]) retryError(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) {
 	r := w.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, now)
 	w.setExpect(r, st)
-	r.attempts, r.tried = 1, true
+	r.attempts = 1
+	w.setTried(r)
 	w.retry(r, now, false, st.Error, now)
 }
 

@@ -170,7 +170,7 @@ func (s *syncLoop[Obj]) commitChunk(ctx context.Context, chunk []*request[Obj], 
 
 // judge decides what err, the Sync's outcome for r, asks of the table.
 func (s *syncLoop[Obj]) judge(r *request[Obj], err error, now time.Time) (syncVerdict[Obj], statusWrite[Obj]) {
-	r.tried = true // its result is in: the change has been attempted
+	s.work.setTried(r) // its result is in: the change has been attempted
 	v := syncVerdict[Obj]{r: r, err: err}
 	if err != nil && !isDeferral(err) {
 		v.err, v.giveUp = s.failure(err, r.attempts)

@@ -26,16 +26,21 @@ type workView[Obj any] struct {
 // the change iterator.
 func (w *work[Obj]) view(readTo statedb.Revision, now time.Time) workView[Obj] {
 	v := workView[Obj]{reconciled: readTo, retryLow: ^statedb.Revision(0), oldestPicked: now}
-	for _, r := range w.active {
-		if !r.tried {
-			v.reconciled = min(v.reconciled, r.askedAt-1)
+	oldest := -1
+	for i := range w.marks {
+		m := &w.marks[i]
+		if !m.tried {
+			v.reconciled = min(v.reconciled, m.askedAt-1)
 		}
-		if v.oldest == nil || r.askedAt < v.oldest.askedAt {
-			v.oldest = r
+		if oldest < 0 || m.askedAt < w.marks[oldest].askedAt {
+			oldest = i
 		}
-		if r.pickedAt.Before(v.oldestPicked) {
-			v.oldestPicked = r.pickedAt
+		if m.pickedAt.Before(v.oldestPicked) {
+			v.oldestPicked = m.pickedAt
 		}
+	}
+	if oldest >= 0 {
+		v.oldest = w.active[oldest]
 	}
 	if items := w.byAsk.items; len(items) > 0 && (v.oldest == nil || items[0].askedAt < v.oldest.askedAt) {
 		v.oldest = items[0]
