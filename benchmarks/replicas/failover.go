@@ -111,6 +111,31 @@ func failoverOnce(o options, cli *clientv3.Client, endpoint, prefix string, log 
 	killed := time.Now()
 	procs[victim].kill()
 	delete(procs, victim)
+	r := awaitTakeover(wch, keys, prefix, victim, killed)
+	if left := countTrue(keys); left > 0 {
+		owners := g.owners()
+		for k, missing := range keys {
+			if missing {
+				s := shard.SlotOf([]byte(k), o.slots)
+				fmt.Fprintf(log, "missing %s slot %d owner %q\n", k, s, owners[s])
+			}
+		}
+		return r, fmt.Errorf("%d of the killed replica's %d keys not written by a survivor: %v", left, r.keys, ctx.Err())
+	}
+	evs, _ := g.claimsSince(seen)
+	for _, ev := range evs {
+		if ev.owner != victim {
+			r.claim = ev.at.Sub(killed)
+			break
+		}
+	}
+	return r, nil
+}
+
+// awaitTakeover reads the target's writes after the kill until a survivor
+// has written every key in keys (those still true), marking each false as
+// it is written, and times the first and the last such write.
+func awaitTakeover(wch clientv3.WatchChan, keys map[string]bool, prefix, victim string, killed time.Time) failoverRun {
 	r := failoverRun{keys: len(keys)}
 	left := len(keys)
 	for wr := range wch {
@@ -132,24 +157,18 @@ func failoverOnce(o options, cli *clientv3.Client, endpoint, prefix string, log 
 			break
 		}
 	}
-	if left > 0 {
-		owners := g.owners()
-		for k, missing := range keys {
-			if missing {
-				s := shard.SlotOf([]byte(k), o.slots)
-				fmt.Fprintf(log, "missing %s slot %d owner %q\n", k, s, owners[s])
-			}
-		}
-		return r, fmt.Errorf("%d of the killed replica's %d keys not written by a survivor: %v", left, r.keys, ctx.Err())
-	}
-	evs, _ := g.claimsSince(seen)
-	for _, ev := range evs {
-		if ev.owner != victim {
-			r.claim = ev.at.Sub(killed)
-			break
+	return r
+}
+
+// countTrue counts the keys of m that are true.
+func countTrue(m map[string]bool) int {
+	n := 0
+	for _, v := range m {
+		if v {
+			n++
 		}
 	}
-	return r, nil
+	return n
 }
 
 // waitWritten waits until n keys exist under prefix and returns the

@@ -138,10 +138,7 @@ func scaleOnce(o options, cli *clientv3.Client, n int, log io.Writer) (scaleRun,
 
 	// The steady window opens after a warm-up and closes when the first
 	// replica is nearly out of work (90% of its share done).
-	warm := start.Add(o.scaleWarmup)
-	var winStart, winEnd time.Time
-	var opsStart, opsEnd int64
-	var cpuStart, cpuEnd, rqStart, rqEnd time.Duration
+	win := steadyWindow{warm: start.Add(o.scaleWarmup)}
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for range tick.C {
@@ -152,12 +149,7 @@ func scaleOnce(o options, cli *clientv3.Client, n int, log io.Writer) (scaleRun,
 			total += d
 			nearlyOut = nearlyOut || d >= share[name]*9/10
 		}
-		if winStart.IsZero() && now.After(warm) {
-			winStart, opsStart, cpuStart, rqStart = now, total, cpuTime(), runQueueWait()
-		}
-		if !winStart.IsZero() && winEnd.IsZero() && nearlyOut {
-			winEnd, opsEnd, cpuEnd, rqEnd = now, total, cpuTime(), runQueueWait()
-		}
+		win.observe(now, total, nearlyOut)
 		if total >= int64(o.scaleObjects) {
 			run.bulk = float64(o.scaleObjects) / now.Sub(start).Seconds()
 			break
@@ -166,18 +158,51 @@ func scaleOnce(o options, cli *clientv3.Client, n int, log io.Writer) (scaleRun,
 			return run, fmt.Errorf("%d replicas: %d of %d operations after 10 minutes", n, total, o.scaleObjects)
 		}
 	}
-	if winEnd.IsZero() || !winEnd.After(winStart) {
-		return run, fmt.Errorf("%d replicas: no steady window (warm-up %v too long for %d objects?)", n, o.scaleWarmup, o.scaleObjects)
+	if err := win.rates(&run); err != nil {
+		return run, fmt.Errorf("%d replicas: %w (warm-up %v too long for %d objects?)", n, err, o.scaleWarmup, o.scaleObjects)
 	}
-	run.steady = float64(opsEnd-opsStart) / winEnd.Sub(winStart).Seconds()
-	run.cpu = (cpuEnd - cpuStart).Seconds() / winEnd.Sub(winStart).Seconds()
-	run.runQueue = time.Duration(float64(rqEnd-rqStart) / winEnd.Sub(winStart).Seconds())
+	winLen := win.end.Sub(win.start)
 	run.opMean, _ = f.target.meanOp()
 	fmt.Fprintf(log, "scale-out %d replica(s): %.0f ops/s steady over %v, whole load %.0f objects/s, CPU %.2f, process CPU total %v, mean operation %v, run-queue wait %v/s\n",
-		n, run.steady, winEnd.Sub(winStart).Round(time.Millisecond), run.bulk, run.cpu, (cpuTime() - cpu0).Round(time.Millisecond),
+		n, run.steady, winLen.Round(time.Millisecond), run.bulk, run.cpu, (cpuTime() - cpu0).Round(time.Millisecond),
 		run.opMean.Round(10*time.Microsecond), run.runQueue.Round(time.Millisecond))
 	if err := f.waitSettled(patience); err != nil {
 		return run, err
 	}
 	return run, f.stopAll()
+}
+
+// steadyWindow is scale-out's measuring window: it opens at the first
+// sample after warm and closes at the first sample at which a replica is
+// nearly out of work, recording the operations done, the process's CPU
+// time and its run-queue wait at both ends.
+type steadyWindow struct {
+	warm                 time.Time
+	start, end           time.Time
+	ops0, ops1           int64
+	cpu0, cpu1, rq0, rq1 time.Duration
+}
+
+// observe takes one sample: now, the operations done in all, and whether
+// some replica is nearly out of work.
+func (w *steadyWindow) observe(now time.Time, total int64, nearlyOut bool) {
+	if w.start.IsZero() && now.After(w.warm) {
+		w.start, w.ops0, w.cpu0, w.rq0 = now, total, cpuTime(), runQueueWait()
+	}
+	if !w.start.IsZero() && w.end.IsZero() && nearlyOut {
+		w.end, w.ops1, w.cpu1, w.rq1 = now, total, cpuTime(), runQueueWait()
+	}
+}
+
+// rates sets run's steady throughput, CPU and run-queue wait from the
+// window, which must have closed after it opened.
+func (w *steadyWindow) rates(run *scaleRun) error {
+	if w.end.IsZero() || !w.end.After(w.start) {
+		return fmt.Errorf("no steady window")
+	}
+	secs := w.end.Sub(w.start).Seconds()
+	run.steady = float64(w.ops1-w.ops0) / secs
+	run.cpu = (w.cpu1 - w.cpu0).Seconds() / secs
+	run.runQueue = time.Duration(float64(w.rq1-w.rq0) / secs)
+	return nil
 }
