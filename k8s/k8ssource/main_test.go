@@ -1,7 +1,6 @@
 package k8ssource_test
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -13,22 +12,4 @@ import (
 // one at a time: some stop and start the server.
 var cached *apiservertest.Server
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	var err error
-	if cached, err = apiservertest.Start(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	code := m.Run()
-	cached.Close()
-	if code != 0 {
-		return code
-	}
-	if err := apiservertest.FindLeaks(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
+func TestMain(m *testing.M) { os.Exit(apiservertest.RunTests(m, &cached)) }
