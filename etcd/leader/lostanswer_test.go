@@ -3,7 +3,6 @@ package leader
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,37 +10,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/converge-go/converge/etcd/internal/etcdcluster"
+	"github.com/converge-go/converge/etcd/internal/etcdtest"
 )
 
-// answerLoser lets the first create of an election key through to etcd
-// and answers the caller Unavailable, as a member killed or a connection
-// reset after the request was applied does.
-type answerLoser struct {
-	mu    sync.Mutex
-	lease int64 // the lost create's lease; 0 until then
-}
-
-func (l *answerLoser) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	txn, ok := req.(*pb.TxnRequest)
-	if !ok || err != nil || len(txn.Success) != 1 {
-		return err
+// lostCreate picks the create of an election key: a Txn putting one key
+// under /test/leader/.
+func lostCreate(txn *pb.TxnRequest) bool {
+	if len(txn.Success) != 1 {
+		return false
 	}
 	put := txn.Success[0].GetRequestPut()
-	if put == nil || !strings.HasPrefix(string(put.Key), "/test/leader/") {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lease != 0 {
-		return nil
-	}
-	l.lease = put.Lease
-	return status.Error(codes.Unavailable, "answer lost by the test")
+	return put != nil && strings.HasPrefix(string(put.Key), "/test/leader/")
 }
 
 // Finding 7 for the election key: a create of the election key that etcd
@@ -51,10 +32,10 @@ func (l *answerLoser) intercept(ctx context.Context, method string, req, reply a
 // ended).
 func TestLostElectionCreateIsAdopted(t *testing.T) {
 	c := etcdcluster.Start(t, 1)
-	loser := &answerLoser{}
+	loser := &etcdtest.LostAnswer{Match: lostCreate}
 	lossy, err := clientv3.New(clientv3.Config{
 		Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loser.intercept)},
+		DialOptions: []grpc.DialOption{loser.DialOption()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +43,11 @@ func TestLostElectionCreateIsAdopted(t *testing.T) {
 	t.Cleanup(func() { _ = lossy.Close() })
 	a, _ := startElector(t, lossy, "a", 10*time.Second)
 	waitLeading(t, a, true)
-	loser.mu.Lock()
-	lost := loser.lease
-	loser.mu.Unlock()
-	if lost == 0 {
+	txn, ok := loser.Lost()
+	if !ok {
 		t.Fatal("no create answer was lost: the test did not test anything")
 	}
+	lost := txn.Request.Success[0].GetRequestPut().Lease
 	tok, _ := a.Token()
 	if int64(tok.Lease) != lost {
 		t.Fatalf("leading under lease %x, the lost create's was %x: the key was not adopted", int64(tok.Lease), lost)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,43 +11,16 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/converge-go/converge/etcd/internal/etcdcluster"
+	"github.com/converge-go/converge/etcd/internal/etcdtest"
 	"github.com/converge-go/converge/etcd/internal/lease"
 	"github.com/converge-go/converge/etcd/internal/ownership"
 )
 
-// answerLoser is a client interceptor that lets the first claim
-// transaction (a Txn of nested transactions) through to etcd and then
-// answers the caller Unavailable, as a member killed or a connection reset
-// after the request was applied does. clientv3 does not retry it.
-type answerLoser struct {
-	mu     sync.Mutex
-	lost   bool
-	lostAt time.Time
-}
-
-func (l *answerLoser) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	txn, ok := req.(*pb.TxnRequest)
-	if !ok || err != nil || len(txn.Success) == 0 || txn.Success[0].GetRequestTxn() == nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return nil
-	}
-	l.lost, l.lostAt = true, time.Now()
-	return status.Error(codes.Unavailable, "answer lost by the test")
-}
-
-func (l *answerLoser) at() (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.lostAt, l.lost
+// lostClaim picks a claim transaction: a Txn of nested transactions.
+func lostClaim(txn *pb.TxnRequest) bool {
+	return len(txn.Success) > 0 && txn.Success[0].GetRequestTxn() != nil
 }
 
 // Finding 7 and row "claim answer lost" of the fault table: a claim that
@@ -58,10 +30,10 @@ func (l *answerLoser) at() (time.Time, bool) {
 // the lease.
 func TestLostClaimAnswerIsAdopted(t *testing.T) {
 	c := etcdcluster.Start(t, 1)
-	loser := &answerLoser{}
+	loser := &etcdtest.LostAnswer{Match: lostClaim}
 	lossy, err := clientv3.New(clientv3.Config{
 		Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loser.intercept)},
+		DialOptions: []grpc.DialOption{loser.DialOption()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,11 +44,11 @@ func TestLostClaimAnswerIsAdopted(t *testing.T) {
 	// when the lease expires, far after the bound checked here.
 	a := startMember(t, lossy, "a", func(cfg *Config) { cfg.TTL = 10 * time.Second })
 	waitUntil(t, []*member{a}, balanced([]*member{a}))
-	lostAt, lost := loser.at()
-	if !lost {
+	lost, ok := loser.Lost()
+	if !ok {
 		t.Fatal("no claim answer was lost: the test did not test anything")
 	}
-	took := time.Since(lostAt)
+	took := time.Since(lost.At)
 	t.Logf("every slot owned %v after the claim's answer was lost", took)
 	if took > 2*time.Second {
 		t.Fatalf("slots adopted only %v after the lost answer, want within 2s", took)

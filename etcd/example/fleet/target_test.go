@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,36 +15,10 @@ import (
 
 	"github.com/converge-go/converge/etcd/fencing"
 	"github.com/converge-go/converge/etcd/internal/etcdcluster"
+	"github.com/converge-go/converge/etcd/internal/etcdtest"
 )
 
-// markLoser is a client interceptor that lets the first Txn putting an
-// active mark through to etcd, then cancels the operation's context and
-// answers the caller with the cancellation, as a Prune whose owned slots
-// changed while its mark was in flight sees it: etcd applied the mark, the
-// caller never learns it.
-type markLoser struct {
-	mu      sync.Mutex
-	cancel  context.CancelFunc
-	lost    bool
-	applied bool
-}
-
-func (l *markLoser) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	err := invoker(ctx, method, req, reply, cc, opts...)
-	txn, ok := req.(*pb.TxnRequest)
-	if !ok || err != nil || !putsMark(txn) {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost {
-		return nil
-	}
-	l.lost, l.applied = true, reply.(*pb.TxnResponse).Succeeded
-	l.cancel()
-	return status.FromContextError(ctx.Err()).Err()
-}
-
+// putsMark picks a Txn that puts an active mark.
 func putsMark(txn *pb.TxnRequest) bool {
 	for _, op := range txn.Success {
 		if put := op.GetRequestPut(); put != nil && strings.Contains(string(put.Key), "/active/") {
@@ -63,10 +36,18 @@ func putsMark(txn *pb.TxnRequest) bool {
 func TestLostMarkAnswerLeavesNoMark(t *testing.T) {
 	c := etcdcluster.Start(t, 1)
 	cli := c.Client(t)
-	loser := &markLoser{}
+	// The mark's Txn goes through to etcd; then the operation's context
+	// is cancelled and the caller answered with the cancellation, as a
+	// Prune whose owned slots changed while its mark was in flight sees
+	// it: etcd applied the mark, the caller never learns it.
+	var cancel context.CancelFunc
+	loser := &etcdtest.LostAnswer{Match: putsMark, Answer: func(ctx context.Context) error {
+		cancel()
+		return status.FromContextError(ctx.Err()).Err()
+	}}
 	lossy, err := clientv3.New(clientv3.Config{
 		Endpoints: c.Endpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(loser.intercept)},
+		DialOptions: []grpc.DialOption{loser.DialOption()},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -76,11 +57,9 @@ func TestLostMarkAnswerLeavesNoMark(t *testing.T) {
 	bg, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
 	tok := claim(bg, t, cli, "/fleet/claims/r1")
-	ctx, cancel := context.WithCancel(fencing.WithToken(bg, tok))
-	defer cancel()
-	loser.mu.Lock()
-	loser.cancel = cancel
-	loser.mu.Unlock()
+	ctx, cancelOp := context.WithCancel(fencing.WithToken(bg, tok))
+	defer cancelOp()
+	cancel = cancelOp
 	if _, err := cli.Put(bg, "/fleet/target/stray", `{"size":1}`); err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +68,8 @@ func TestLostMarkAnswerLeavesNoMark(t *testing.T) {
 	if err := r1.Prune(ctx, nil, func(func(*Group, statedb.Revision) bool) {}); err == nil {
 		t.Fatal("Prune with its mark's answer lost succeeded")
 	}
-	if !loser.lost || !loser.applied {
-		t.Fatalf("mark answer lost %v, applied %v: the test did not test anything", loser.lost, loser.applied)
+	if lost, ok := loser.Lost(); !ok || !lost.Response.Succeeded {
+		t.Fatalf("mark answer lost %v, applied %v: the test did not test anything", ok, ok && lost.Response.Succeeded)
 	}
 	if resp, err := cli.Get(bg, "/fleet/active/", clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 0 {
 		t.Fatalf("marks left after the operation failed: %v %v", resp.Kvs, err)
