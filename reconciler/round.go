@@ -119,8 +119,15 @@ func (w *work[Obj]) decide(key string, ch change[Obj], st Status, askedAt, start
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		if live && sameRequest(r.asked, st) {
 			// The request we have, seen again in a newer revision:
-			// another reconciler's status write on a shared object.
+			// another reconciler's status write on a shared object,
+			// or another writer putting back a copy of the object from
+			// before our last status write (statedb's reconciler does,
+			// retrying): then the table holds what asked again, and
+			// the result is written over that.
 			r.obj, r.rev = ch.obj, ch.rev
+			if !sameStatus(r.expect, st) {
+				w.setExpect(r, st)
+			}
 			return false
 		}
 		w.add(key, ch, st, askedAt, now)
