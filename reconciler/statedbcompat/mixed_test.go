@@ -106,6 +106,8 @@ type mixedCase struct {
 	bStatedb     bool
 	// strictA asks a, statedb's reconciler, to lose nothing too.
 	strictA bool
+	// refreshB is b's RefreshInterval (0: off).
+	refreshB time.Duration
 }
 
 // TestMixedStatusSet: statedb's reconciler (a) and converge's (b) share
@@ -120,15 +122,25 @@ func TestMixedStatusSet(t *testing.T) {
 }
 
 // TestMixedStatusSetBothFail: as TestMixedStatusSet, with a's target
-// failing too. converge's b still loses nothing. statedb v0.9.4's a does:
-// when its retry's status write finds the object changed by b's status
-// write, it drops the result (its own status there is Error, not the
-// Pending its rule keeps), and the object stays Error with no retry
-// scheduled, or Error though applied (incremental.go, commitStatus). Two
-// statedb reconcilers on one StatusSet lose work the same way
-// (TestMixedStatusSetIncumbentOnly). So only b is held to it here.
+// failing too. statedb v0.9.4's a then loses work and harms b's entry
+// (incremental.go, commitStatus and processRetries):
+//
+//   - when its retry's status write finds the object changed by b's
+//     status write, it drops the result (its own status there is Error,
+//     not the Pending its rule keeps): the object stays Error with no
+//     retry scheduled, or Error though applied;
+//   - its retry writes back, by compare-and-swap on the revision of its
+//     own Error write, the object as its failed attempt saw it, which may
+//     be older than that write: b's entry goes back to an earlier status
+//     (a Done of b's becomes b's earlier Error).
+//
+// Two statedb reconcilers on one StatusSet fare the same
+// (TestMixedStatusSetIncumbentOnly). So only b is held to losing nothing:
+// its target holds exactly the table, and its entries end Done, the ones
+// a put back to an old Error rewritten by b's refresh (on here, every
+// second: converge refreshes an Error it has no retry for).
 func TestMixedStatusSetBothFail(t *testing.T) {
-	runMixed(t, mixedCase{failA: true, failB: true})
+	runMixed(t, mixedCase{failA: true, failB: true, refreshB: time.Second})
 }
 
 // TestMixedStatusSetIncumbentOnly shows the loss above with two statedb
@@ -194,7 +206,7 @@ func newMixedHive(c mixedCase) *mixedHive {
 					m.tb, nil,
 					statedbcompat.WithName("b"), statedbcompat.WithRetry(time.Millisecond, 10*time.Millisecond),
 					statedbcompat.WithRoundLimits(50, limiter()), statedbcompat.WithoutPruning(),
-					statedbcompat.WithRefreshing(0, nil)), cp)
+					statedbcompat.WithRefreshing(c.refreshB, nil)), cp)
 				return err
 			}),
 		),
