@@ -23,7 +23,7 @@ const DefaultStatusIndexName = "status"
 // of the table already has.
 //
 // The index's FromString accepts the kind names "Pending", "Refreshing",
-// "Done" and "Error" (case-sensitive) and fails for any other string with
+// "Done", "Error" and "Unset" (case-sensitive) and fails for any other string with
 // an error wrapping reconciler.ErrUnknownStatusKind. An object whose
 // status kind is out of range is indexed under a key that no query for a
 // valid kind matches.

@@ -266,7 +266,7 @@ func checkTableInvariants(t *testing.T, db *statedb.DB, table statedb.Table[*tes
 		t.Errorf("invariant: NumObjects = %d, All yields %d", n, len(byID))
 	}
 	indexed := 0
-	for _, kind := range []reconciler.StatusKind{reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindDone, reconciler.StatusKindError} {
+	for _, kind := range []reconciler.StatusKind{reconciler.StatusKindPending, reconciler.StatusKindRefreshing, reconciler.StatusKindDone, reconciler.StatusKindError, reconciler.StatusKindUnset} {
 		for obj := range table.List(txn, statusIndex.Query(kind)) {
 			indexed++
 			if obj.Status.Kind != kind {

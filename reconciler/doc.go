@@ -9,7 +9,10 @@
 //
 // # How a change flows
 //
-// A writer inserts an object with StatusPending() (or deletes it). The
+// A writer inserts an object with StatusPending() (or deletes it); an
+// object written with StatusUnset() is in the table but asks nothing (no
+// Update, no refresh, no wait; Prune and Sync still get it as desired
+// state), and making it Unset withdraws what its key had outstanding. The
 // reconciler's loop reads the table's changes in revision order, deletes
 // included, and turns each change that asks something of it into a
 // request: at most Config.RoundSize outstanding at once, rounds paced by

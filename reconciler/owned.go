@@ -37,6 +37,7 @@ func (w *work[Obj]) lose(key string, deleted bool, askedAt statedb.Revision) {
 	if r := w.byKey[key]; r != nil && r.state != stGone {
 		w.settle(r)
 	}
+	w.setUnset(key, false) // counted as unowned, if live
 	if deleted {
 		delete(w.unowned, key)
 		return
@@ -101,12 +102,12 @@ func (l *loop[Obj]) ownershipChanged() {
 }
 
 // gain makes a request of a key that is owned now, from its latest
-// change, whatever its status: a delete, a Pending or Refreshing object,
-// an object whose last attempt failed (it is retried at once), or one
-// Done before (applied again: the owner meanwhile may have changed the
-// target). askedAt is where the waits count it from. It reports whether
-// it queued the request for the next round (a retry is due at once
-// instead).
+// change, whatever its status but Unset (it asks nothing): a delete, a
+// Pending or Refreshing object, an object whose last attempt failed (it
+// is retried at once), or one Done before (applied again: the owner
+// meanwhile may have changed the target). askedAt is where the waits
+// count it from. It reports whether it queued the request for the next
+// round (a retry is due at once instead).
 func (l *loop[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revision) bool {
 	w, now := l.work, l.now
 	if ch.deleted {
@@ -114,12 +115,15 @@ func (l *loop[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revision) b
 		return true
 	}
 	st := l.cfg.GetObjectStatus(ch.obj)
+	w.setUnset(key, st.Kind == StatusKindUnset)
 	switch {
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		w.add(key, ch, st, askedAt, now)
 	case st.Kind == StatusKindError:
 		w.retryError(key, ch, st, askedAt, now)
 		return false
+	case st.Kind == StatusKindUnset:
+		return false // asks nothing, here as on any other replica
 	default:
 		// Applied again, as a refresh; the write expects the Done that
 		// was read.

@@ -141,7 +141,7 @@ func (l *loop[Obj]) markRefreshing(ctx context.Context, due []dueObject[Obj], no
 
 // refreshable reports whether an object whose status is st, due by its
 // age, is refreshed: Done, or given up on (Error with no retry coming),
-// and not another replica's.
+// and not another replica's. An Unset object never is: it asks nothing.
 func (l *loop[Obj]) refreshable(key string, st Status) bool {
 	if r, ok := l.work.byKey[key]; ok && r.state != stHeld {
 		return false // outstanding: it is being reconciled anyway

@@ -59,7 +59,8 @@ func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Heal
 		Refreshing: refreshing,
 		Error:      errs,
 		Unowned:    p.unowned,
-		Done:       max(0, objects-pending-refreshing-errs-p.unowned),
+		Unset:      len(w.unset),
+		Done:       max(0, objects-pending-refreshing-errs-p.unowned-len(w.unset)),
 	}
 	v := w.progressValues(view)
 	gauges := Gauges{

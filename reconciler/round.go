@@ -82,14 +82,18 @@ func (l *loop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision) bool {
 // its key; anything else goes by decide.
 func (r *reconciler[Obj]) readChange(w *work[Obj], own *revRanges, h *healthState, ch change[Obj], askedAt, startRev statedb.Revision, now time.Time) bool {
 	if ch.deleted {
-		w.add(r.keyOf(ch.obj), ch, Status{}, askedAt, now)
+		key := r.keyOf(ch.obj)
+		w.setUnset(key, false)
+		w.add(key, ch, Status{}, askedAt, now)
 		return true
 	}
 	st := r.cfg.GetObjectStatus(ch.obj)
 	if r.checkShared(ch.obj, st) {
 		h.dirty = true
 	}
-	if st.Kind == StatusKindDone && (len(w.byKey) == 0 || own.has(ch.rev)) {
+	// (An own write is never of an Unset key: it lands only while the
+	// object holds the status the request read.)
+	if st.Kind == StatusKindDone && (len(w.byKey) == 0 && len(w.unset) == 0 || own.has(ch.rev)) {
 		return false
 	}
 	return w.decide(r.keyOf(ch.obj), ch, st, askedAt, startRev, now)
@@ -97,16 +101,33 @@ func (r *reconciler[Obj]) readChange(w *work[Obj], own *revRanges, h *healthStat
 
 // decide makes a request of a live object's change if it asks this
 // reconciler for work, and reports whether it queued one: the one rule by which
-// both loops read changes. st is this reconciler's status in ch.obj.
+// both loops read changes. st is this reconciler's status in ch.obj. An
+// Unset status asks nothing and withdraws what the key had outstanding.
 func (w *work[Obj]) decide(key string, ch change[Obj], st Status, askedAt, startRev statedb.Revision, now time.Time) bool {
 	r := w.byKey[key]
 	live := r != nil && !r.deleted && r.state != stGone
+	w.setUnset(key, st.Kind == StatusKindUnset)
 	switch {
+	case st.Kind == StatusKindUnset:
+		// Asks nothing: whatever was outstanding for the key is
+		// withdrawn, and an attempt still running has its result
+		// discarded, as for a request replaced.
+		if r != nil && r.state != stGone {
+			w.settle(r)
+		}
+		return false
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		if live && sameRequest(r.asked, st) {
 			// The request we have, seen again in a newer revision:
-			// another reconciler's status write on a shared object.
+			// another reconciler's status write on a shared object,
+			// or another writer putting back a copy of the object from
+			// before our last status write (statedb's reconciler does,
+			// retrying): then the table holds what asked again, and
+			// the result is written over that.
 			r.obj, r.rev = ch.obj, ch.rev
+			if !sameStatus(r.expect, st) {
+				w.setExpect(r, st)
+			}
 			return false
 		}
 		w.add(key, ch, st, askedAt, now)
@@ -136,6 +157,12 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time)
 		return false
 	}
 	if !r.deleted {
+		if l.cfg.GetObjectStatus(cur).Kind == StatusKindUnset {
+			// Made Unset, by a change the iterator has not returned
+			// yet: withdrawn now, as reading it will.
+			l.work.settle(r)
+			return false
+		}
 		// Operate on the object as it is now: the status write that
 		// moved its revision may have carried newer data.
 		r.obj, r.rev = cur, rev
@@ -153,6 +180,25 @@ func (w *work[Obj]) retryError(key string, ch change[Obj], st Status, askedAt st
 	r.attempts = 1
 	w.setTried(r)
 	w.retry(r, now, false, st.Error, now)
+}
+
+// setUnset records whether key's live object is Unset, for the counts.
+func (w *work[Obj]) setUnset(key string, unset bool) {
+	switch {
+	case unset:
+		if w.unset == nil {
+			w.unset = map[string]struct{}{}
+		}
+		if _, ok := w.unset[key]; !ok {
+			w.unset[key] = struct{}{}
+			w.dirty = true
+		}
+	case len(w.unset) > 0:
+		if _, ok := w.unset[key]; ok {
+			delete(w.unset, key)
+			w.dirty = true
+		}
+	}
 }
 
 // sameRequest reports whether st is the very request asked: a pending

@@ -70,6 +70,9 @@ type ObjectCounts struct {
 	// Unowned counts the objects another replica owns (Config.Ownership):
 	// in none of the other counts.
 	Unowned int `json:"unowned,omitempty"`
+	// Unset counts the objects whose status is Unset: they ask nothing
+	// of the reconciler and are in none of the other counts.
+	Unset int `json:"unset,omitempty"`
 }
 
 // RoundInfo describes the last round that committed results.

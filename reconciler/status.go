@@ -16,7 +16,8 @@ import (
 //
 // The zero value is StatusKindPending on purpose: an object inserted with an
 // unset status, or decoded from JSON or YAML without a "kind" key, is
-// reconciled rather than silently skipped.
+// reconciled rather than silently skipped. An object that is to be in the
+// table but not reconciled yet says so explicitly, with StatusUnset().
 type StatusKind uint8
 
 const (
@@ -37,6 +38,23 @@ const (
 	// error was Permanent, or MaxRetries is spent).
 	StatusKindError
 
+	// StatusKindUnset means the object is in the table but asks nothing of
+	// this reconciler: no Update runs for it. It is statedb's
+	// StatusKindUnset with one difference: it is not the zero value, so it
+	// is only ever set explicitly (StatusUnset), never by omission.
+	//
+	// A live object made Unset withdraws whatever was outstanding for its
+	// key: a queued request, a retry, a failure given up on (a failed
+	// Delete of an earlier object of the key included, as an insert does).
+	// It leaves the counts, health and the waits; an attempt still running
+	// has its result discarded, no status is written. Setting Pending (or
+	// Refreshing) later asks for the Update. Otherwise the object is
+	// desired state like any other: Prune, and a whole-set Sync, are handed
+	// every object of the table, Unset ones included, so what the target
+	// already holds for it is kept; once deleted from the table it gets
+	// its Delete as any object does. Refresh never marks it.
+	StatusKindUnset
+
 	// statusKindCount is the number of valid kinds; every kind at or past
 	// it is invalid.
 	statusKindCount
@@ -49,6 +67,7 @@ var statusKindNames = [statusKindCount]string{
 	StatusKindRefreshing: "Refreshing",
 	StatusKindDone:       "Done",
 	StatusKindError:      "Error",
+	StatusKindUnset:      "Unset",
 }
 
 // statusKindKeyBytes backs the index keys: one readable byte per valid kind
@@ -60,6 +79,7 @@ var statusKindKeyBytes = [statusKindCount + 1]byte{
 	StatusKindRefreshing: 'R',
 	StatusKindDone:       'D',
 	StatusKindError:      'E',
+	StatusKindUnset:      'U',
 	statusKindCount:      '?',
 }
 
@@ -74,9 +94,10 @@ var statusKindKeys = func() (keys [statusKindCount + 1]index.Key) {
 	return keys
 }()
 
-// String returns the kind's name: "Pending", "Refreshing", "Done" or
-// "Error". An out-of-range kind gives "StatusKind(N)" with its number, so a
-// corrupt value is visible rather than mistaken for a valid one.
+// String returns the kind's name: "Pending", "Refreshing", "Done",
+// "Error" or "Unset". An out-of-range kind gives "StatusKind(N)" with its
+// number, so a corrupt value is visible rather than mistaken for a valid
+// one.
 func (k StatusKind) String() string {
 	if k.Valid() {
 		return statusKindNames[k]
@@ -84,7 +105,7 @@ func (k StatusKind) String() string {
 	return "StatusKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Valid reports whether k is one of the four defined kinds.
+// Valid reports whether k is one of the five defined kinds.
 func (k StatusKind) Valid() bool {
 	return k < statusKindCount
 }
@@ -98,7 +119,7 @@ func ParseStatusKind(s string) (StatusKind, error) {
 			return StatusKind(k), nil
 		}
 	}
-	return 0, fmt.Errorf("%w %q (want Pending, Refreshing, Done or Error)", ErrUnknownStatusKind, s)
+	return 0, fmt.Errorf("%w %q (want Pending, Refreshing, Done, Error or Unset)", ErrUnknownStatusKind, s)
 }
 
 // MarshalText returns the kind's name. An invalid kind gives an error
@@ -216,7 +237,8 @@ type Status struct {
 	Error string `json:"error,omitempty" yaml:"error,omitempty"`
 
 	// ID identifies one pending request: Pending and Refreshing statuses
-	// carry a fresh, process-unique, nonzero ID, Done and Error carry 0.
+	// carry a fresh, process-unique, nonzero ID, Done, Error and Unset
+	// carry 0.
 	// A StatusSet gives all its absent names the set's ID, which is how a
 	// reconciler tells that a status-only change by another reconciler
 	// still belongs to the same request.
@@ -263,6 +285,13 @@ func StatusError(err error) Status {
 		msg = err.Error()
 	}
 	return Status{Kind: StatusKindError, UpdatedAt: time.Now(), Error: msg}
+}
+
+// StatusUnset returns an Unset status stamped now, with ID 0: the object
+// is in the table but not to be reconciled until its status is set
+// Pending. See StatusKindUnset.
+func StatusUnset() Status {
+	return Status{Kind: StatusKindUnset, UpdatedAt: time.Now()}
 }
 
 // IsPendingOrRefreshing reports whether the status asks for reconciliation.

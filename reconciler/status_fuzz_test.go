@@ -13,7 +13,7 @@ import (
 // back to the same value. None may panic. The seeds run as ordinary tests.
 
 var statusKindFuzzSeeds = []string{
-	`"Pending"`, `"Refreshing"`, `"Done"`, `"Error"`, `"\u0044one"`,
+	`"Pending"`, `"Refreshing"`, `"Done"`, `"Error"`, `"Unset"`, `"\u0044one"`, `"unset"`,
 	`null`, `5`, `"done"`, `"Bogus"`, `""`, `["Done"]`, `{"kind":"Done"}`,
 }
 
@@ -41,7 +41,7 @@ func FuzzStatusKindJSON(f *testing.F) {
 }
 
 func FuzzStatusKindYAML(f *testing.F) {
-	for _, seed := range []string{"Done", "'Error'", `"Pending"`, "!!str Refreshing", "~", "5", "done", "[Done]", "{a: b}", "&a Done", "!!binary RG9uZQ=="} {
+	for _, seed := range []string{"Done", "'Error'", `"Pending"`, "!!str Refreshing", "~", "5", "done", "[Done]", "{a: b}", "&a Done", "!!binary RG9uZQ==", "Unset", "''"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -64,7 +64,7 @@ func FuzzStatusKindYAML(f *testing.F) {
 }
 
 func FuzzStatusKindKey(f *testing.F) {
-	for _, seed := range []string{"P", "R", "D", "E", "?", "", "DD", "d", "\x00", "\x03", "\xff"} {
+	for _, seed := range []string{"P", "R", "D", "E", "U", "?", "", "DD", "d", "u", "\x00", "\x03", "\x04", "\x05", "\xff"} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -90,6 +90,7 @@ var statusFuzzSeeds = []string{
 	`{"kind":"Done","updated-at":"2024-05-01T12:00:00Z"}`,
 	`{"kind":"Error","updated-at":"2001-12-14T21:59:43.1-05:00","error":"boom","id":3}`,
 	`{"kind":"Pending","id":18446744073709551615}`,
+	`{"kind":"Unset","updated-at":"2024-05-01T12:00:00Z"}`, `{"kind":""}`,
 	`{}`, `null`, `{"kind":null}`, `{"kind":"Bogus"}`, `{"id":-1}`,
 	`{"updated-at":"0000-01-01T00:00:00+01:00"}`, `{"error":"\ud800"}`,
 }
@@ -118,6 +119,7 @@ func FuzzStatusYAML(f *testing.F) {
 	for _, seed := range []string{
 		"kind: Done\nupdated-at: 2024-05-01T12:00:00Z\n",
 		"kind: Error\nerror: '123'\nid: 0x10\n",
+		"kind: Unset\n",
 		"updated-at: 2001-12-14 21:59:43.10 -5\n",
 		"kind: ~\n", "kind: Bogus\n", "error: !!binary /w==\n", "{}", "[]",
 	} {
@@ -142,6 +144,7 @@ func FuzzStatusYAML(f *testing.F) {
 func FuzzStatusSetJSON(f *testing.F) {
 	for _, seed := range []string{
 		`{"id":1,"statuses":{"a":{"kind":"Done"},"b":{"kind":"Error","error":"boom"}}}`,
+		`{"id":2,"statuses":{"a":{"kind":"Unset"},"b":{"kind":"Pending","id":2}}}`,
 		`{"id":18446744073709551615}`, `{}`, `{"statuses":{}}`, `{"statuses":{"":{}}}`,
 		`null`, `[]`, `{"id":1,"id":2}`, `{"statuses":{"a":{},"a":{}}}`,
 		`{"statuses":{"a":{"kind":"Bogus"}}}`, `{"statuses":{"a":{"x":1}}}`, `{"other":1}`,
@@ -168,6 +171,7 @@ func FuzzStatusSetJSON(f *testing.F) {
 func FuzzStatusSetYAML(f *testing.F) {
 	for _, seed := range []string{
 		"id: 1\nstatuses:\n  a: {kind: Done}\n  b: {kind: Error, error: boom}\n",
+		"id: 2\nstatuses:\n  a: {kind: Unset}\n",
 		"id: 0x10\n", "{}", "statuses: {}", "statuses: {'': {}}", "statuses: {'true': {kind: Refreshing, id: 7}}",
 		"~", "[]", "id: 1\nid: 2", "statuses: {a: {}, a: {}}", "statuses: {a: {kind: ~}}",
 		"statuses: {a: {kind: Bogus}}", "statuses: {1: {}}", "other: 1",

@@ -12,7 +12,7 @@ import (
 )
 
 // statusTestKinds are the valid kinds, in order.
-var statusTestKinds = []StatusKind{StatusKindPending, StatusKindRefreshing, StatusKindDone, StatusKindError}
+var statusTestKinds = []StatusKind{StatusKindPending, StatusKindRefreshing, StatusKindDone, StatusKindError, StatusKindUnset}
 
 // statusTestEqual compares statuses with time.Equal for UpdatedAt: a
 // decoded time has no monotonic reading and may have another *Location.
@@ -40,7 +40,8 @@ func TestStatusKindString(t *testing.T) {
 		{StatusKindRefreshing, "Refreshing"},
 		{StatusKindDone, "Done"},
 		{StatusKindError, "Error"},
-		{StatusKind(4), "StatusKind(4)"},
+		{StatusKindUnset, "Unset"},
+		{StatusKind(5), "StatusKind(5)"},
 		{StatusKind(255), "StatusKind(255)"},
 	}
 	for _, c := range cases {
@@ -60,7 +61,7 @@ func TestParseStatusKind(t *testing.T) {
 			t.Errorf("ParseStatusKind(%q) = %v, %v; want %v, nil", k.String(), got, err, k)
 		}
 	}
-	for _, bad := range []string{"", "done", "DONE", " Done", "Done ", "Bogus", "StatusKind(4)", "0", "D"} {
+	for _, bad := range []string{"", "done", "DONE", " Done", "Done ", "Bogus", "StatusKind(5)", "unset", "U", "0", "D"} {
 		got, err := ParseStatusKind(bad)
 		if !errors.Is(err, ErrUnknownStatusKind) {
 			t.Errorf("ParseStatusKind(%q) = %v, %v; want ErrUnknownStatusKind", bad, got, err)
@@ -119,8 +120,8 @@ func TestStatusKindJSON(t *testing.T) {
 			t.Errorf("Unmarshal(%s) = %v, %v; want %v", data, got, err, k)
 		}
 	}
-	if _, err := json.Marshal(StatusKind(4)); !errors.Is(err, ErrUnknownStatusKind) {
-		t.Errorf("Marshal(StatusKind(4)) error = %v, want ErrUnknownStatusKind", err)
+	if _, err := json.Marshal(StatusKind(5)); !errors.Is(err, ErrUnknownStatusKind) {
+		t.Errorf("Marshal(StatusKind(5)) error = %v, want ErrUnknownStatusKind", err)
 	}
 	for _, bad := range []string{`5`, `0`, `null`, `"done"`, `"Bogus"`, `""`, `true`, `["Done"]`, `{"Done":1}`} {
 		k := StatusKindError
@@ -172,8 +173,8 @@ func TestStatusKindYAML(t *testing.T) {
 			t.Errorf("Unmarshal(%q) = %v, %v; want Done", good, k, err)
 		}
 	}
-	if _, err := yaml.Marshal(StatusKind(4)); !errors.Is(err, ErrUnknownStatusKind) {
-		t.Errorf("Marshal(StatusKind(4)) error = %v, want ErrUnknownStatusKind", err)
+	if _, err := yaml.Marshal(StatusKind(5)); !errors.Is(err, ErrUnknownStatusKind) {
+		t.Errorf("Marshal(StatusKind(5)) error = %v, want ErrUnknownStatusKind", err)
 	}
 	for _, bad := range []string{`[Done]`, `{Done: 1}`, `done`, `Bogus`, `5`, `true`, `""`, `!!binary RG9uZQ==`} {
 		k := StatusKindError
@@ -209,14 +210,14 @@ func TestStatusKindKey(t *testing.T) {
 			t.Errorf("StatusKindFromKey(%q) = %v, %v; want %v", key, got, err, k)
 		}
 	}
-	invalid := StatusKind(4).Key()
+	invalid := StatusKind(5).Key()
 	if _, dup := seen[string(invalid)]; dup || len(invalid) == 0 {
 		t.Errorf("invalid kind key %q collides with a valid one or is empty", invalid)
 	}
 	if !StatusKind(200).Key().Equal(invalid) {
 		t.Errorf("invalid kinds have different keys: %q, %q", StatusKind(200).Key(), invalid)
 	}
-	for _, bad := range [][]byte{nil, {}, invalid, []byte("DD"), []byte("d"), {0}, {3}} {
+	for _, bad := range [][]byte{nil, {}, invalid, []byte("DD"), []byte("d"), []byte("u"), {0}, {3}, {4}} {
 		if k, err := StatusKindFromKey(bad); !errors.Is(err, ErrUnknownStatusKind) {
 			t.Errorf("StatusKindFromKey(%q) = %v, %v; want ErrUnknownStatusKind", bad, k, err)
 		}
@@ -237,7 +238,7 @@ func TestStatusKindKey(t *testing.T) {
 
 func TestStatusConstructors(t *testing.T) {
 	before := time.Now()
-	p, r, d := StatusPending(), StatusRefreshing(), StatusDone()
+	p, r, d, u := StatusPending(), StatusRefreshing(), StatusDone(), StatusUnset()
 	e := StatusError(errors.New("boom"))
 	after := time.Now()
 
@@ -251,6 +252,7 @@ func TestStatusConstructors(t *testing.T) {
 		{r, StatusKindRefreshing, true, ""},
 		{d, StatusKindDone, false, ""},
 		{e, StatusKindError, false, "boom"},
+		{u, StatusKindUnset, false, ""},
 	} {
 		if c.got.Kind != c.kind || c.got.Error != c.errorMsg || (c.got.ID != 0) != c.hasID {
 			t.Errorf("constructor for %v gave %+v", c.kind, c.got)
@@ -335,6 +337,8 @@ func statusTestSamples() []Status {
 		{Kind: StatusKindDone, UpdatedAt: time.Date(2001, 12, 14, 21, 59, 43, 100, zone)},
 		{Kind: StatusKindPending, ID: 1<<64 - 1},
 		{Kind: StatusKindError, Error: "true"},
+		StatusUnset(),
+		{Kind: StatusKindUnset},
 	}
 }
 
@@ -356,7 +360,7 @@ func TestStatusJSON(t *testing.T) {
 	if data, _ := json.Marshal(Status{}); string(data) != `{"kind":"Pending"}` {
 		t.Errorf("Marshal(zero) = %s", data)
 	}
-	if _, err := json.Marshal(Status{Kind: 4}); !errors.Is(err, ErrUnknownStatusKind) {
+	if _, err := json.Marshal(Status{Kind: 5}); !errors.Is(err, ErrUnknownStatusKind) {
 		t.Errorf("Marshal of an invalid kind: %v", err)
 	}
 	got := Status{Kind: StatusKindDone}

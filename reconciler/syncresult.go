@@ -112,8 +112,8 @@ func (s *syncLoop[Obj]) unchangedFailures(run *syncRun[Obj], failed map[string]O
 			continue // ours were judged; a newer request covers it
 		}
 		obj, rev, found := s.cfg.Table.Get(run.txn, s.queryOf(f.Object))
-		if !found {
-			continue
+		if !found || s.cfg.GetObjectStatus(obj).Kind == StatusKindUnset {
+			continue // gone, or asks nothing: no status is written into it
 		}
 		r := s.work.add(key, change[Obj]{obj: obj, rev: rev}, Status{Kind: StatusKindPending}, rev, now)
 		s.work.setExpect(r, s.cfg.GetObjectStatus(obj))

@@ -8,8 +8,9 @@ import (
 
 // WaitForReconciliation blocks until the table is initialized and no object
 // in it is Pending, Refreshing or Error, or until ctx ends (then it returns
-// ctx.Err()). statusIndex is the table's status index for the reconciler of
-// interest (index.NewStatusIndex).
+// ctx.Err()). An Unset object asks nothing and is not waited for.
+// statusIndex is the table's status index for the reconciler of interest
+// (index.NewStatusIndex).
 //
 // It is meant for tests and for start-up ordering ("do not serve until the
 // routes are in"). It looks only at the first object of each non-Done kind

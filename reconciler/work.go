@@ -139,6 +139,10 @@ type work[Obj any] struct {
 	// may have been made at since (owned.go). They are no requests.
 	unowned map[string]statedb.Revision
 
+	// unset holds the keys of the live objects whose status is Unset:
+	// they ask nothing, and Status counts them apart (decide keeps it).
+	unset map[string]struct{}
+
 	// free holds forgotten records for reuse: a million objects
 	// reconciled once otherwise cost a million allocations.
 	free []*request[Obj]

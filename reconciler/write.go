@@ -232,8 +232,10 @@ func (r *reconciler[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]
 	}
 	if st := r.cfg.GetObjectStatus(cur); !sameStatus(st, w.expect) {
 		w.current = st
-		if st.IsPendingOrRefreshing() || !st.Kind.Valid() {
-			return writeSuperseded // a newer request: the change iterator delivers it
+		if st.IsPendingOrRefreshing() || !st.Kind.Valid() || st.Kind == StatusKindUnset {
+			// A newer request (Unset: to withdraw this one): the
+			// change iterator delivers it.
+			return writeSuperseded
 		}
 		return writeOwed
 	}

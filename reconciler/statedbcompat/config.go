@@ -90,8 +90,8 @@ func WithRoundLimits(numObjects int, limiter *rate.Limiter) Option {
 // Config returns the converge Config that does what the incumbent's
 // Register(params, table, clone, setStatus, getStatus, ops, batchOps,
 // options...) does, for reconciler.New or reconciler.Register. The status
-// accessors are converge's: see the package doc for objects that keep a
-// statedb Status. The incumbent's zero durations (off) become
+// accessors are converge's: for objects that keep a statedb Status or
+// StatusSet, convert in them (StatusFromStatedb, GetFromSet, ...). The incumbent's zero durations (off) become
 // reconciler.Off, and its nil refresh limiter an unlimited one. Whatever
 // converge adds (Concurrency, OperationTimeout, MaxRetries, ...) is left at
 // converge's default: set it on the result.

@@ -1,0 +1,120 @@
+package reconciler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/index"
+)
+
+// TestDecideUnsetWithdraws: decide, the rule both loops read changes by,
+// withdraws whatever a key has outstanding when its object turns Unset,
+// in every state a request can be in, and counts the key Unset: no
+// request, no failure, no retry, no kind counted. A running attempt keeps
+// the key busy, its result unwanted.
+func TestDecideUnsetWithdraws(t *testing.T) {
+	now := time.Now()
+	pending := Status{Kind: StatusKindPending, ID: 7}
+	ch := func(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
+	states := map[string]func(w *work[int], r *request[int]){
+		"queued":   func(*work[int], *request[int]) {},
+		"retrying": func(w *work[int], r *request[int]) { w.retry(r, now.Add(time.Second), false, "boom", now) },
+		"held":     func(w *work[int], r *request[int]) { w.hold(r, "boom", false, now) },
+		"running": func(w *work[int], r *request[int]) {
+			if taken := w.takeReady(nil); len(taken) != 1 {
+				t.Fatalf("takeReady = %v", taken)
+			}
+		},
+		"failed delete": func(w *work[int], r *request[int]) {
+			w.add("k", change[int]{obj: 1, rev: 9, deleted: true}, Status{}, 9, now)
+			w.retry(w.byKey["k"], now.Add(time.Second), false, "delete: boom", now)
+		},
+	}
+	for name, enter := range states {
+		t.Run(name, func(t *testing.T) {
+			w := newWork[int](true)
+			r := w.add("k", ch(10), pending, 10, now)
+			enter(w, r)
+			attempt := r.attempt
+			if w.decide("k", ch(11), StatusUnset(), 11, 0, now) {
+				t.Fatal("decide queued a request for an Unset object")
+			}
+			if got := w.byKey["k"]; got != nil && got.state != stGone {
+				t.Fatalf("the request is still outstanding, in state %d", got.state)
+			}
+			if w.failing != 0 || w.failingDeletes != 0 || len(w.byDue.items) != 0 || len(w.active) != 0 || w.kinds != ([statusKindCount]int{}) {
+				t.Errorf("counts after Unset: failing %d, retries %d, active %d, kinds %v; want none",
+					w.failing, len(w.byDue.items), len(w.active), w.kinds)
+			}
+			if _, ok := w.unset["k"]; !ok || len(w.unset) != 1 {
+				t.Errorf("unset = %v, want k counted Unset", w.unset)
+			}
+			if attempt != 0 && w.returned(r, attempt) {
+				t.Errorf("the running attempt's result is still wanted")
+			}
+			// Pending again: a request, and no longer counted Unset.
+			if !w.decide("k", ch(12), Status{Kind: StatusKindPending, ID: 8}, 12, 0, now) || len(w.unset) != 0 {
+				t.Errorf("Pending after Unset: no request, or still counted Unset (%v)", w.unset)
+			}
+		})
+	}
+}
+
+// wobj is an object for writeStatus: a key and a status.
+type wobj struct {
+	ID     string
+	Status Status
+}
+
+func (o *wobj) TableHeader() []string { return []string{"ID", "Status"} }
+func (o *wobj) TableRow() []string    { return []string{o.ID, o.Status.Kind.String()} }
+
+// TestWriteStatusUnsetSupersedes: a result judged before the change that
+// made its object Unset is read is not written, and its request settles
+// (writeSuperseded), as for a newer request: not owed and run again.
+func TestWriteStatusUnsetSupersedes(t *testing.T) {
+	db := statedb.New()
+	table, err := statedb.NewTable(db, "w", statedb.Index[*wobj, string]{
+		Name:       "id",
+		FromObject: func(o *wobj) index.KeySet { return index.NewKeySet(index.String(o.ID)) },
+		FromKey:    index.String,
+		Unique:     true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &reconciler[*wobj]{
+		cfg: Config[*wobj]{
+			Table:           table,
+			GetObjectStatus: func(o *wobj) Status { return o.Status },
+			SetObjectStatus: func(o *wobj, s Status) *wobj { o.Status = s; return o },
+			CloneObject:     func(o *wobj) *wobj { c := *o; return &c },
+		},
+		db:             db,
+		primary:        table.PrimaryIndexer(),
+		pointerObjects: true,
+	}
+	put := func(o *wobj) statedb.Revision {
+		wtxn := db.WriteTxn(table)
+		if _, _, err := table.Insert(wtxn, o); err != nil {
+			t.Fatal(err)
+		}
+		return table.Revision(wtxn.Commit())
+	}
+	asked := StatusPending()
+	seen := &wobj{ID: "x", Status: asked}
+	rev := put(seen)
+	put(&wobj{ID: "x", Status: StatusUnset()})
+
+	w := statusWrite[*wobj]{key: "x", obj: seen, rev: rev, expect: asked, status: StatusDone()}
+	wtxn := db.WriteTxn(table)
+	outcome := r.writeStatus(wtxn, &w)
+	wtxn.Commit()
+	if outcome != writeSuperseded {
+		t.Errorf("outcome %d, want writeSuperseded (%d)", outcome, writeSuperseded)
+	}
+	if cur, _, _ := table.Get(db.ReadTxn(), r.queryOf(seen)); cur.Status.Kind != StatusKindUnset {
+		t.Errorf("x is %s after the write, want Unset", cur.Status.Kind)
+	}
+}
