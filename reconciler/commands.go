@@ -151,7 +151,7 @@ func (s StatusSnapshot) DisplayName() string {
 // reconciler, then the recent errors of each.
 func WriteStatusTable(w io.Writer, snaps []StatusSnapshot) {
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "Reconciler\tTable\tPending\tRefreshing\tDone\tError\tRetries\tInFlight\tOldest\tRealized p50/p99\tLastRound\tLastFull\tState")
+	fmt.Fprintln(tw, "Reconciler\tTable\tPending\tRefreshing\tDone\tError\tUnset\tRetries\tInFlight\tOldest\tRealized p50/p99\tLastRound\tLastFull\tState")
 	for _, s := range snaps {
 		state := "running"
 		switch {
@@ -175,9 +175,9 @@ func WriteStatusTable(w io.Writer, snaps []StatusSnapshot) {
 		if s.Realization.Samples > 0 {
 			realized = fmt.Sprintf("%s/%s", roundDur(s.Realization.P50), roundDur(s.Realization.P99))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
 			s.DisplayName(), s.Table,
-			s.Objects.Pending, s.Objects.Refreshing, s.Objects.Done, s.Objects.Error,
+			s.Objects.Pending, s.Objects.Refreshing, s.Objects.Done, s.Objects.Error, s.Objects.Unset,
 			s.Retries, s.InFlight, roundDur(s.OldestWaiting), realized, lastRound, lastFull, state)
 	}
 	tw.Flush()

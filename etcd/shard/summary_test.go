@@ -52,7 +52,7 @@ func TestViewAggregatesSummaries(t *testing.T) {
 	}
 	var pendingA, covers atomic.Int64
 	pendingA.Store(2)
-	report := func(pending *atomic.Int64, done int) func(*Config) {
+	report := func(pending *atomic.Int64, done, unset int) func(*Config) {
 		return func(cfg *Config) {
 			cfg.SummaryInterval = 50 * time.Millisecond
 			cfg.Report = func() Report {
@@ -60,17 +60,17 @@ func TestViewAggregatesSummaries(t *testing.T) {
 				if pending != nil {
 					p = int(pending.Load())
 				}
-				return Report{Objects: reconciler.ObjectCounts{Pending: p, Done: done}, Covers: covers.Load()}
+				return Report{Objects: reconciler.ObjectCounts{Pending: p, Done: done, Unset: unset}, Covers: covers.Load()}
 			}
 		}
 	}
-	a := startMember(t, cli, "a", report(&pendingA, 10))
-	b := startMember(t, cli, "b", report(nil, 5))
+	a := startMember(t, cli, "a", report(&pendingA, 10, 0))
+	b := startMember(t, cli, "b", report(nil, 5, 3)) // Unset objects ask nothing: no bar to Done
 	both := []*member{a, b}
 	waitUntil(t, both, balanced(both))
 
 	v := waitView(t, cli, func(v View) bool { return len(v.Replicas) == 2 && len(v.Moving) == 0 })
-	if v.Done || v.Objects.Pending != 2 || v.Objects.Done != 15 || v.Claimed != testSlots || v.Slots != testSlots {
+	if v.Done || v.Objects.Pending != 2 || v.Objects.Done != 15 || v.Objects.Unset != 3 || v.Claimed != testSlots || v.Slots != testSlots {
 		t.Fatalf("view with a's 2 pending: %+v", v)
 	}
 	srv := httptest.NewServer(ViewHandler(cli, "/test/shards", "/test/desired/"))

@@ -115,6 +115,7 @@ func (v *View) fold(claims map[int]claimSeen, live map[string]bool) {
 		v.Objects.Refreshing += r.Objects.Refreshing
 		v.Objects.Done += r.Objects.Done
 		v.Objects.Error += r.Objects.Error
+		v.Objects.Unset += r.Objects.Unset // ask nothing: no bar to Done
 		busy = busy || r.InFlight > 0 || r.Retries > 0
 	}
 	for slot := range v.Slots {

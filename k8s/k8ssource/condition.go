@@ -28,6 +28,10 @@ const (
 	// table objects; the message is the error (status False). The objects
 	// it had before are kept, and reconciled as they were.
 	ReasonTransformFailed = "TransformFailed"
+	// ReasonNotReconciled: one of its objects is in the table with the
+	// status Unset, which the reconciler leaves alone until it is set
+	// Pending (status False).
+	ReasonNotReconciled = "NotReconciled"
 )
 
 // maxMessage bounds the message: metav1.Condition allows 32768 bytes.

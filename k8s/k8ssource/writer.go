@@ -251,16 +251,20 @@ func (w *statusWriter[T, Obj]) desired(key string, ks *keyState, now time.Time) 
 }
 
 // fromRows is the condition of a Kubernetes object whose table objects
-// are rows; false while one of them waits to be reconciled.
+// are rows; false while one of them waits to be reconciled. A failure
+// is reported before an Unset row, which is never reported as reconciled.
 func fromRows(rows map[string]rowState) (condition, bool) {
 	gen := int64(-1)
 	var errs []string
+	unset := false
 	for _, r := range rows {
 		switch r.kind {
 		case reconciler.StatusKindPending, reconciler.StatusKindRefreshing:
 			return condition{}, false
 		case reconciler.StatusKindError:
 			errs = append(errs, r.err)
+		case reconciler.StatusKindUnset:
+			unset = true
 		}
 		if gen < 0 || r.gen < gen {
 			gen = r.gen
@@ -269,6 +273,9 @@ func fromRows(rows map[string]rowState) (condition, bool) {
 	if len(errs) > 0 {
 		slices.Sort(errs)
 		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: truncate(strings.Join(errs, "; ")), ObservedGeneration: gen}, true
+	}
+	if unset {
+		return condition{Status: "False", Reason: ReasonNotReconciled, Message: "not to be reconciled yet (status Unset)", ObservedGeneration: gen}, true
 	}
 	return condition{Status: "True", Reason: ReasonReconciled, Message: "reconciled", ObservedGeneration: gen}, true
 }

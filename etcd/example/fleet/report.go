@@ -74,6 +74,8 @@ func (r *reporter) report() shard.Report {
 			rep.Objects.Error++
 		case reconciler.StatusKindRefreshing:
 			rep.Objects.Refreshing++
+		case reconciler.StatusKindUnset:
+			rep.Objects.Unset++ // left alone until set Pending
 		default:
 			rep.Objects.Pending++
 		}
