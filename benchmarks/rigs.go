@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"log/slog"
 	"os"
 	"runtime/pprof"
@@ -14,6 +13,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	sdbrec "github.com/cilium/statedb/reconciler"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
 	"github.com/converge-go/converge/metrics"

@@ -48,61 +48,65 @@ func checkMarks(t *testing.T, w *work[int], step int) {
 	}
 }
 
+// workDriver drives a work through random transitions of both
+// executors: changes, dispatch, results, retries, Syncs taken and
+// untaken, settling.
+type workDriver struct {
+	rng     *rand.Rand
+	w       *work[int]
+	now     time.Time
+	rev     statedb.Revision
+	running []*request[int]
+}
+
+// step makes one random transition.
+func (d *workDriver) step() {
+	w := d.w
+	d.now = d.now.Add(time.Duration(d.rng.IntN(5)) * time.Millisecond)
+	var r *request[int]
+	if len(d.running) > 0 {
+		r = d.running[d.rng.IntN(len(d.running))]
+	}
+	switch op := d.rng.IntN(9); {
+	case op <= 1: // a change
+		d.rev++
+		key := "k" + strconv.Itoa(d.rng.IntN(12))
+		w.add(key, change[int]{obj: int(d.rev), rev: d.rev, deleted: op == 1 && d.rng.IntN(4) == 0},
+			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, d.rev-statedb.Revision(d.rng.IntN(2)), d.now)
+	case op == 2: // dispatch
+		d.running = w.takeReady(d.running[:0])
+	case op == 3: // a Sync takes everything
+		d.running, _ = w.takeAll(d.running[:0], d.now)
+	case op == 6: // due retries come back
+		for r, ok := w.popDue(d.now); ok; r, ok = w.popDue(d.now) {
+			w.requeue(r, d.now)
+		}
+	case r == nil || (op != 7 && r.state != stRunning):
+	case op == 4: // a result: failed, retried later
+		w.setTried(r)
+		w.retry(r, d.now.Add(time.Millisecond), false, "boom", d.now)
+	case op == 5: // a result: settled
+		w.setTried(r)
+		r.running = 0
+		w.settle(r)
+	case op == 7: // a Sync that did not run
+		w.untake(r)
+	case op == 8: // a result in, its write still out
+		w.setTried(r)
+	}
+}
+
 // TestActiveMarksFollowTheWork drives the outstanding work through random
-// transitions of both executors (changes, dispatch, results, retries,
-// Syncs taken and untaken, settling) and checks after each that the
-// marks a report reads mirror the active requests, and that the view
-// read from them is the one the requests themselves give.
+// transitions and checks after each that the marks a report reads mirror
+// the active requests, and that the view read from them is the one the
+// requests themselves give.
 func TestActiveMarksFollowTheWork(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 0))
-		w := newWork[int](seed%2 == 0)
-		now := time.Unix(1000, 0)
-		var rev statedb.Revision
-		var running []*request[int]
+		d := &workDriver{rng: rand.New(rand.NewPCG(seed, 0)), w: newWork[int](seed%2 == 0), now: time.Unix(1000, 0)}
 		for step := range 400 {
-			now = now.Add(time.Duration(rng.IntN(5)) * time.Millisecond)
-			key := "k" + strconv.Itoa(rng.IntN(12))
-			switch op := rng.IntN(9); {
-			case op <= 1: // a change
-				rev++
-				w.add(key, change[int]{obj: int(rev), rev: rev, deleted: op == 1 && rng.IntN(4) == 0},
-					Status{Kind: StatusKindPending, ID: uint64(rev)}, rev-statedb.Revision(rng.IntN(2)), now)
-			case op == 2: // dispatch
-				running = w.takeReady(running[:0])
-			case op == 3: // a Sync takes everything
-				running, _ = w.takeAll(running[:0], now)
-			case op == 4 && len(running) > 0: // a result: failed, retried later
-				r := running[rng.IntN(len(running))]
-				if r.state == stRunning {
-					w.setTried(r)
-					w.retry(r, now.Add(time.Millisecond), false, "boom", now)
-				}
-			case op == 5 && len(running) > 0: // a result: settled
-				r := running[rng.IntN(len(running))]
-				if r.state == stRunning {
-					w.setTried(r)
-					r.running = 0
-					w.settle(r)
-				}
-			case op == 6: // due retries come back
-				for {
-					r, ok := w.popDue(now)
-					if !ok {
-						break
-					}
-					w.requeue(r, now)
-				}
-			case op == 7 && len(running) > 0: // a Sync that did not run
-				w.untake(running[rng.IntN(len(running))])
-			case op == 8 && len(running) > 0: // a result in, its write still out
-				if r := running[rng.IntN(len(running))]; r.state == stRunning {
-					w.setTried(r)
-				}
-			}
-			checkMarks(t, w, step)
-			readTo := rev
-			got, want := w.view(readTo, now), viewByWalk(w, readTo, now)
+			d.step()
+			checkMarks(t, d.w, step)
+			got, want := d.w.view(d.rev, d.now), viewByWalk(d.w, d.rev, d.now)
 			if got.reconciled != want.reconciled || got.retryLow != want.retryLow ||
 				!got.oldestPicked.Equal(want.oldestPicked) ||
 				(got.oldest == nil) != (want.oldest == nil) ||
