@@ -34,6 +34,10 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 	if len(s.w.items) == 0 {
 		s.w.items = make(map[string]*item[Obj], len(res.Items))
 	}
+	if len(s.w.rows) == 0 {
+		// At least one row an item, typically one: sized once too.
+		s.w.rows = make(map[string]*pkState[Obj], len(res.Items))
+	}
 	ts, snapRev := s.compare(res.Items)
 	for key, it := range s.w.items {
 		if it.seen.Load() != s.w.gen {
