@@ -80,9 +80,11 @@
 // handed (its snapshot and its changes) until it hands it back. A Sync past
 // OperationTimeout fails its requests with ErrTimeout at the deadline and
 // keeps its place until it returns; its result is then discarded, whether
-// the loop reads it before or after the deadline's signal. Every wait of
-// the loop is a time.Timer (timers.go), so inside a testing/synctest
-// bubble all of them run on the bubble's clock.
+// the loop reads it before or after the deadline's signal. The round
+// timer's short waits go to a timerfd read by a goroutine of its own
+// (fineclock_linux.go), which owns nothing but the fd and only signals;
+// inside a testing/synctest bubble, where time is fake, they go to
+// time.Timer like every other wait (timers.go, realClock).
 //
 // # Whole-set targets
 //

@@ -3,13 +3,35 @@ package reconciler
 import "time"
 
 // timer is a one-shot timer the loop arms and selects on. Unarmed, its
-// channel is nil, so a select case on it never fires. It is a time.Timer,
-// so that inside a testing/synctest bubble every wait of the loop is on
-// the bubble's fake clock.
+// channel is nil, so a select case on it never fires.
 type timer struct {
 	t     *time.Timer
 	armed bool
 	at    time.Time
+	// fine is set for a timer whose short waits must not be rounded up
+	// to Go's millisecond sleeps (fineclock_linux.go): waits under
+	// fineBelow then go to fc, opened at the first such wait.
+	fine   bool
+	fc     *fineClock
+	onFine bool // armed on fc
+}
+
+// fineBelow is the longest wait a fine timer hands to its fineClock: a
+// longer one is late by the runtime's granularity, a millisecond, which
+// is small against it.
+const fineBelow = 2 * time.Millisecond
+
+// realClock reports whether Go's clock is the machine's: whether time.Now
+// carries a monotonic reading. Inside a testing/synctest bubble it does
+// not: time is the bubble's fake clock, which advances only when every
+// goroutine of the bubble is durably blocked. A fineClock there would be
+// wrong twice over: its kernel timer runs on real time, and its goroutine,
+// blocked reading a file descriptor, is not durably blocked, so the
+// bubble's clock would never advance (users' tests hung so). A timer that
+// sees a fake clock uses time.Timer, which the bubble fakes.
+func realClock() bool {
+	now := time.Now()
+	return now != now.Round(0) // Round(0) strips the monotonic reading
 }
 
 // arm makes the timer fire after d, unless it is already armed to fire
@@ -27,6 +49,21 @@ func (t *timer) armAt(at time.Time) {
 	t.disarm()
 	t.armed, t.at = true, at
 	d := time.Until(at)
+	if t.fine && d < fineBelow && !realClock() {
+		t.fine = false // a fake clock: kernel timers would run on the wrong one
+	}
+	if t.fine && d < fineBelow {
+		if t.fc == nil {
+			if t.fc = newFineClock(); t.fc == nil {
+				t.fine = false // no timerfd: time.Timer it is
+			}
+		}
+		if t.fc != nil {
+			t.onFine = true
+			t.fc.set(d)
+			return
+		}
+	}
 	if t.t == nil {
 		t.t = time.NewTimer(d)
 	} else {
@@ -39,20 +76,36 @@ func (t *timer) disarm() {
 	if !t.armed {
 		return
 	}
-	t.t.Stop()
-	t.armed = false
+	if t.onFine {
+		t.fc.stop()
+	} else {
+		t.t.Stop()
+	}
+	t.armed, t.onFine = false, false
 }
 
 // c is the channel to select on: nil when unarmed.
 func (t *timer) c() <-chan time.Time {
-	if !t.armed {
+	switch {
+	case !t.armed:
 		return nil
+	case t.onFine:
+		return t.fc.c
 	}
 	return t.t.C
 }
 
 // fired marks the timer as no longer armed after its channel fired.
-func (t *timer) fired() { t.armed = false }
+func (t *timer) fired() { t.armed, t.onFine = false, false }
+
+// close disarms the timer and releases its fineClock.
+func (t *timer) close() {
+	t.disarm()
+	if t.fc != nil {
+		t.fc.close()
+		t.fc = nil
+	}
+}
 
 // loopTimers are the loop's wake-ups that are not channels of their own.
 type loopTimers struct {
@@ -64,12 +117,14 @@ type loopTimers struct {
 	health  timer // a postponed health report is due
 }
 
-// newLoopTimers returns the loop's timers, none armed.
-func newLoopTimers() *loopTimers { return &loopTimers{} }
+// newLoopTimers returns the loop's timers. The round limiter's waits are
+// a millisecond or less at the rates users pace rounds at, and every
+// change that comes while rounds are paced waits one: the round timer is
+// fine.
+func newLoopTimers() *loopTimers { return &loopTimers{round: timer{fine: true}} }
 
-// stop disarms every timer.
 func (ts *loopTimers) stop() {
 	for _, t := range []*timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh, &ts.health} {
-		t.disarm()
+		t.close()
 	}
 }

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -38,17 +39,65 @@ func TestTimerArmAt(t *testing.T) {
 	}
 }
 
-// Inside a synctest bubble the loop's timers run on the bubble's clock:
-// a short wait (a round limiter's, under Go's millisecond sleeps) ends
-// exactly when the bubble's clock says, and the bubble's goroutines stay
-// durably blocked meanwhile (a timer on a file descriptor would have hung
-// the bubble, as the timerfd this package once had did).
-func TestTimerInBubble(t *testing.T) {
+// A fine timer hands short waits to its fineClock (on Linux) and long ones
+// to time.Timer, re-arming across the two; close releases the clock (the
+// package's goleak check sees its goroutine end).
+func TestFineTimer(t *testing.T) {
+	tm := timer{fine: true}
+	defer tm.close()
+	waitFire := func(what string) {
+		t.Helper()
+		select {
+		case <-tm.c():
+			tm.fired()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not fire", what)
+		}
+	}
+	tm.armAt(time.Now().Add(200 * time.Microsecond))
+	if runtime.GOOS == "linux" && !tm.onFine {
+		t.Fatal("a short wait is not on the fine clock")
+	}
+	waitFire("a short wait")
+
+	tm.armAt(time.Now().Add(time.Hour))
+	if tm.onFine {
+		t.Fatal("a long wait is on the fine clock")
+	}
+	tm.armAt(time.Now().Add(100 * time.Microsecond)) // earlier: replaces the hour
+	waitFire("a short wait armed over a long one")
+	tm.armAt(time.Now().Add(-time.Second))
+	waitFire("a deadline in the past")
+
+	tm.armAt(time.Now().Add(time.Millisecond))
+	tm.disarm()
+	if tm.c() != nil {
+		t.Fatal("a disarmed timer has a channel")
+	}
+	tm.close()
+	if tm.fc != nil {
+		t.Fatal("close kept the fine clock")
+	}
+}
+
+// Inside a synctest bubble a fine timer's short waits go to time.Timer,
+// which the bubble fakes: no timerfd, no goroutine blocked on a file
+// descriptor, and the wait ends exactly when the bubble's clock says.
+func TestFineTimerInBubble(t *testing.T) {
+	if !realClock() {
+		t.Fatal("realClock is false outside a bubble")
+	}
 	synctest.Test(t, func(t *testing.T) {
-		var tm timer
-		defer tm.disarm()
+		if realClock() {
+			t.Fatal("realClock is true inside a bubble")
+		}
+		tm := timer{fine: true}
+		defer tm.close()
 		start := time.Now()
 		tm.armAt(start.Add(300 * time.Microsecond))
+		if tm.onFine || tm.fc != nil {
+			t.Fatal("a short wait went to a fine clock inside a bubble")
+		}
 		<-tm.c()
 		tm.fired()
 		if got := time.Since(start); got != 300*time.Microsecond {
