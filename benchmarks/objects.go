@@ -72,7 +72,7 @@ var (
 		Unique:     true,
 	}
 	// statedbStatusIndex is the statedb side's equivalent of
-	// index.NewStatusIndex: statedb v0.8.3 ships no status index.
+	// index.NewStatusIndex: statedb (v0.9.4 too) ships no status index.
 	statedbStatusIndex = statedb.Index[*statedbObject, sdbrec.StatusKind]{
 		Name:       "status",
 		FromObject: func(o *statedbObject) sdbindex.KeySet { return sdbindex.NewKeySet(o.Status.Kind.Key()) },

@@ -44,7 +44,7 @@ func statedbWaitAll(r *tableRig[*statedbObject]) func(context.Context) error {
 
 // waitNoneOf blocks until none of the queries matches an object, sleeping
 // on their watch channels. It is what reconciler.WaitForReconciliation
-// does, for statedb's status index: statedb v0.8.3 has no such function.
+// does, for statedb's status index: statedb (v0.9.4 too) has no such function.
 func waitNoneOf[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Obj], queries ...statedb.Query[Obj]) error {
 	for {
 		txn := db.ReadTxn()
