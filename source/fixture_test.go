@@ -132,6 +132,13 @@ func storeConfig(name string, tbl statedb.RWTable[*obj], st *sourcetest.Store[st
 // after 20 seconds. It wakes on table changes, not on a timer.
 func (f *fixture) waitTable(what string, cond func(txn statedb.ReadTxn) bool) {
 	f.t.Helper()
+	f.waitTableOr(what, cond, func() string { return "" })
+}
+
+// waitTableOr is waitTable whose failure also says what detail returns
+// then: what the table held instead.
+func (f *fixture) waitTableOr(what string, cond func(txn statedb.ReadTxn) bool, detail func() string) {
+	f.t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		txn := f.db.ReadTxn()
@@ -147,7 +154,7 @@ func (f *fixture) waitTable(what string, cond func(txn statedb.ReadTxn) bool) {
 		case <-watch:
 		case <-initWatch:
 		case <-deadline:
-			f.t.Fatalf("timed out waiting for %s", what)
+			f.t.Fatalf("timed out waiting for %s %s", what, detail())
 		}
 	}
 }

@@ -271,9 +271,11 @@ func (m *model) check(what string) {
 	m.src.Resync()
 	waitStatus(t, m.src, what+": relisted", func(s source.StatusSnapshot) bool { return s.Relists > n })
 	want := m.expected()
-	m.f.waitTable(what+": table as the model says "+fmt.Sprint(want), func(txn statedb.ReadTxn) bool {
-		return maps.Equal(m.f.rows(txn), want)
-	})
+	var got map[string]string
+	m.f.waitTableOr(what+": table as the model says "+fmt.Sprint(want), func(txn statedb.ReadTxn) bool {
+		got = m.f.rows(txn)
+		return maps.Equal(got, want)
+	}, func() string { return fmt.Sprintf("the table holds %v; the items are %v", got, m.items) })
 	ctx, cancel := context.WithTimeout(m.f.ctx, 30*time.Second)
 	defer cancel()
 	if err := m.rec.WaitUntilSettled(ctx, m.f.table.Revision(m.f.db.ReadTxn())); err != nil {
