@@ -42,6 +42,13 @@ func (w *work[Obj]) view(readTo statedb.Revision, now time.Time) workView[Obj] {
 	if oldest >= 0 {
 		v.oldest = w.active[oldest]
 	}
+	w.finishView(&v)
+	return v
+}
+
+// finishView completes v, whose walk of the active requests is done,
+// with the retry heaps' oldest request and the watermark it sets.
+func (w *work[Obj]) finishView(v *workView[Obj]) {
 	if items := w.byAsk.items; len(items) > 0 && (v.oldest == nil || items[0].askedAt < v.oldest.askedAt) {
 		v.oldest = items[0]
 	}
@@ -49,5 +56,4 @@ func (w *work[Obj]) view(readTo statedb.Revision, now time.Time) workView[Obj] {
 		v.retryLow = v.oldest.askedAt
 	}
 	v.retryLow = min(v.retryLow, v.reconciled+1)
-	return v
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/cilium/statedb"
 )
 
-// viewByWalk is view as it was before activeMark: read from the requests
-// themselves. The marks must give the same answer.
+// viewByWalk is view as it was before activeMark: the active requests
+// read from the requests themselves. The marks must give the same answer.
 func viewByWalk(w *work[int], readTo statedb.Revision, now time.Time) workView[int] {
 	v := workView[int]{reconciled: readTo, retryLow: ^statedb.Revision(0), oldestPicked: now}
 	for _, r := range w.active {
@@ -24,13 +24,7 @@ func viewByWalk(w *work[int], readTo statedb.Revision, now time.Time) workView[i
 			v.oldestPicked = r.pickedAt
 		}
 	}
-	if items := w.byAsk.items; len(items) > 0 && (v.oldest == nil || items[0].askedAt < v.oldest.askedAt) {
-		v.oldest = items[0]
-	}
-	if v.oldest != nil {
-		v.retryLow = v.oldest.askedAt
-	}
-	v.retryLow = min(v.retryLow, v.reconciled+1)
+	w.finishView(&v)
 	return v
 }
 
