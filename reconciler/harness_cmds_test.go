@@ -29,6 +29,20 @@ func withName(extra func(fs *pflag.FlagSet)) func(fs *pflag.FlagSet) {
 // cmdName is the --name a command was given.
 func cmdName(s *script.State) string { n, _ := s.Flags.GetString("name"); return n }
 
+// onReconciler is a command that calls do on the reconciler --name
+// addresses.
+func (f *fixture) onReconciler(summary string, do func(reconciler.Reconciler[*testObject])) script.Cmd {
+	return script.Command(
+		script.CmdUsage{Summary: summary, Flags: nameFlag},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			r, err := f.reconciler(cmdName(s))
+			if err == nil {
+				do(r)
+			}
+			return nil, err
+		})
+}
+
 // commands are the script commands of the fixture, besides the hive's own:
 // these, which drive reconcilers, and targetCommands.
 func (f *fixture) commands() map[string]script.Cmd {
@@ -45,33 +59,9 @@ func (f *fixture) commands() map[string]script.Cmd {
 				f.markInit()
 				return nil, nil
 			}),
-		"full": script.Command(
-			script.CmdUsage{Summary: "Trigger a full reconciliation", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(cmdName(s))
-				if err == nil {
-					r.TriggerFullReconciliation()
-				}
-				return nil, err
-			}),
-		"suspend": script.Command(
-			script.CmdUsage{Summary: "Suspend a reconciler", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(cmdName(s))
-				if err == nil {
-					r.Suspend()
-				}
-				return nil, err
-			}),
-		"resume": script.Command(
-			script.CmdUsage{Summary: "Resume a reconciler", Flags: nameFlag},
-			func(s *script.State, args ...string) (script.WaitFunc, error) {
-				r, err := f.reconciler(cmdName(s))
-				if err == nil {
-					r.Resume()
-				}
-				return nil, err
-			}),
+		"full":    f.onReconciler("Trigger a full reconciliation", reconciler.Reconciler[*testObject].TriggerFullReconciliation),
+		"suspend": f.onReconciler("Suspend a reconciler", reconciler.Reconciler[*testObject].Suspend),
+		"resume":  f.onReconciler("Resume a reconciler", reconciler.Reconciler[*testObject].Resume),
 		"wait": script.Command(
 			script.CmdUsage{
 				Summary: "Wait until every change so far is reconciled",
