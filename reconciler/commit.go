@@ -53,15 +53,15 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 	if job == nil {
 		return did // every job is out: the results wait their turn
 	}
-	ok, wait := l.exec.shouldCommit(now, l.cfg.RoundSize)
+	ok, wait := l.exec.ShouldCommit(now, l.cfg.RoundSize)
 	if !ok {
 		if wait > 0 {
-			ts.commit.armAt(now.Add(wait))
+			ts.commit.ArmAt(now.Add(wait))
 		}
 		l.committer.release(job)
 		return did
 	}
-	ts.commit.disarm()
+	ts.commit.Disarm()
 	l.judgeAll(job, now, ts)
 	switch {
 	case ctx.Err() != nil:
@@ -83,7 +83,7 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 // with nothing to write moves its request on at once, the others wait in
 // stCommitting for their writes.
 func (l *loop[Obj]) judgeAll(job *commitJob[Obj], now time.Time, ts *loopTimers) {
-	l.results = l.exec.take(l.results)
+	l.results = l.exec.Take(l.results)
 	job.at, job.oldest = now, now
 	for i := range l.results {
 		res := &l.results[i]
@@ -221,7 +221,7 @@ func (l *loop[Obj]) settleVerdict(v *verdict[Obj], w *statusWrite[Obj], now, com
 		return 0, false
 	}
 	if v.err == nil && (r.deleted || v.cloned) {
-		l.breaker.observe(true, false, "", r.attempts > 0, now, l.backoff)
+		l.breaker.Observe(true, false, "", r.attempts > 0, now, l.backoff)
 		start := r.requestedAt
 		l.work.settle(r)
 		if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
@@ -245,7 +245,7 @@ func (l *loop[Obj]) failed(v *verdict[Obj], now time.Time) {
 	if r.deleted {
 		msg = "delete: " + msg
 	}
-	l.breaker.observe(false, v.giveUp, msg, r.attempts > 0, now, l.backoff)
+	l.breaker.Observe(false, v.giveUp, msg, r.attempts > 0, now, l.backoff)
 	l.status.recent.add(recentError{key: r.key, err: msg, at: now})
 	l.failLog.write(&r.loggedErr, &r.loggedAt, r.key, v.op, msg, r.attempts+1, now)
 	r.attempts++
@@ -257,7 +257,7 @@ func (l *loop[Obj]) failed(v *verdict[Obj], now time.Time) {
 		}
 		return
 	}
-	delay := l.backoff.delay(r.attempts)
+	delay := l.backoff.Delay(r.attempts)
 	d, asked := retryAfter(v.opErr)
 	if asked {
 		delay = d

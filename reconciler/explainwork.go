@@ -184,15 +184,15 @@ func (l *loop[Obj]) explain(key string, now time.Time) Explanation {
 		readTo:      l.readTo,
 		initialized: l.initialized,
 		timeout:     l.cfg.OperationTimeout,
-		retryAt:     l.breaker.nextRetry,
+		retryAt:     l.breaker.NextRetry,
 		unreadWhy:   l.unreadWhy(),
 		queuedWhy:   l.queuedWhy(),
-		queuedTask:  l.exec.waitsForWorker,
+		queuedTask:  l.exec.WaitsForWorker,
 		workerWhy: fmt.Sprintf("waiting for a worker: %d operation(s) running, Concurrency %d",
-			l.exec.executing(), l.cfg.Concurrency),
+			l.exec.Executing(), l.cfg.Concurrency),
 	}
-	if l.breaker.open {
-		p.breakerWhy = fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", l.breaker.lastErr)
+	if l.breaker.Open() {
+		p.breakerWhy = fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", l.breaker.Err())
 	}
 	e := l.explainKey(l.work, key, p, now)
 	e.Changed = l.reportSig.wait()

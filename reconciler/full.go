@@ -69,7 +69,7 @@ func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers)
 	l.full.pruning, l.full.running = true, true
 	l.work.lastAttempt++
 	l.full.attempt = l.work.lastAttempt
-	ts.full.disarm()
+	ts.full.Disarm()
 	t := task[Obj]{op: OpPrune, txn: l.db.ReadTxn(), attempt: l.full.attempt}
 	if l.cfg.Ownership != nil {
 		// The worker reads it while the loop goes on: a copy. A prune
@@ -79,7 +79,7 @@ func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers)
 			t.unowned = map[string]statedb.Revision{}
 		}
 	}
-	l.exec.submit(ctx, t)
+	l.exec.Submit(ctx, t)
 }
 
 // pruneAllowed reports whether the desired set is complete enough to
@@ -87,7 +87,7 @@ func (l *loop[Obj]) stepFull(ctx context.Context, now time.Time, ts *loopTimers)
 func (l *loop[Obj]) pruneAllowed(ts *loopTimers) bool {
 	ok, wait := l.desiredComplete(l.db, l.cfg.Table, l.cfg.InitialPruneDelay, l.log)
 	if wait > 0 {
-		ts.full.arm(wait)
+		ts.full.Arm(wait)
 	}
 	return ok
 }
@@ -151,7 +151,7 @@ func (l *loop[Obj]) pruneDone(res *result[Obj], now time.Time, ts *loopTimers) {
 		l.settleFailedDeletes()
 	}
 	if l.cfg.FullReconciliationInterval != Off {
-		ts.full.arm(l.cfg.FullReconciliationInterval)
+		ts.full.Arm(l.cfg.FullReconciliationInterval)
 	}
 }
 

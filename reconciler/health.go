@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/converge-go/converge/reconciler/internal/clock"
+
 	"github.com/cilium/hive/cell"
 )
 
@@ -123,7 +125,7 @@ type failingSet struct {
 // objects fail or the whole target does, else OK (or Suspended) with the
 // count. While many objects fail, a changed Degraded report is rebuilt at
 // most every healthRecomputeEvery: later fires when it is due.
-func (h *healthState) reportFailing(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *timer, failing failingSet) {
+func (h *healthState) reportFailing(health cell.Health, now time.Time, objects int, suspended bool, whole wholeError, later *clock.Timer, failing failingSet) {
 	var msg string
 	var err error
 	switch {
@@ -131,7 +133,7 @@ func (h *healthState) reportFailing(health cell.Health, now time.Time, objects i
 		wasDegraded := strings.HasPrefix(h.last, "Degraded")
 		if wasDegraded && h.dirty && failing.n > healthCheapFailing {
 			if at := h.lastDegraded.Add(healthRecomputeEvery); at.After(now) {
-				later.armAt(at) // report the change a little later
+				later.ArmAt(at) // report the change a little later
 				return
 			}
 		}

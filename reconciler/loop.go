@@ -4,6 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/retry"
+	"github.com/converge-go/converge/reconciler/internal/workers"
+
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 )
@@ -23,9 +27,9 @@ type loop[Obj comparable] struct {
 	health cell.Health
 	feed[Obj]
 	work    *work[Obj]
-	exec    *executor[Obj]
-	backoff backoff
-	breaker breaker
+	exec    *workers.Pool[task[Obj], result[Obj]]
+	backoff retry.Backoff
+	breaker retry.Breaker
 
 	// readTo is the last revision the change iterator returned: the waits
 	// never claim more than was read. readAll is set once every change
@@ -75,14 +79,14 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 		reconciler: r,
 		health:     health,
 		work:       newWork[Obj](true),
-		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
-		breaker:    breaker{log: r.log},
+		backoff:    retry.NewBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
+		breaker:    retry.Breaker{Log: r.log},
 		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
 		status:     newHealthState(),
 		failLog:    newFailureLog(r.log),
 		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
 	}
-	l.exec = newExecutor(r.cfg.Concurrency, r.cfg.RoundSize, l.runTask)
+	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runTask, overdue[Obj])
 	return l
 }
 
@@ -102,7 +106,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 	defer func() {
 		// Workers drop what they have not started and the running
 		// operations see a cancelled context; nothing is committed.
-		l.exec.close()
+		l.exec.Close()
 		l.committer.stop()
 		timers.stop()
 		l.changes.Close()
@@ -176,7 +180,7 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 		return false
 	}
 	if d := l.roundDelay(now); d > 0 {
-		timers.round.armAt(now.Add(d))
+		timers.round.ArmAt(now.Add(d))
 		return false
 	}
 	var picked int
@@ -186,7 +190,7 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
 	if l.moreChanges != hungry {
-		l.exec.setHungry(l.moreChanges)
+		l.exec.SetHungry(l.moreChanges)
 	}
 	return true
 }
@@ -241,7 +245,7 @@ func (l *loop[Obj]) submitEach(ctx context.Context) {
 		}
 		tasks = append(tasks, task[Obj]{op: op, one: l.entry(r), txn: l.roundTxn})
 	}
-	seq := l.exec.submit(ctx, tasks...)
+	seq := l.exec.Submit(ctx, tasks...)
 	for i, r := range l.taken {
 		r.taskSeq = seq + uint64(i)
 	}
@@ -264,7 +268,7 @@ func (l *loop[Obj]) submitBatches(ctx context.Context) {
 	var seqs [2]uint64
 	for i, t := range []task[Obj]{updates, deletes} {
 		if len(t.entries) > 0 {
-			seqs[i] = l.exec.submit(ctx, t)
+			seqs[i] = l.exec.Submit(ctx, t)
 		}
 	}
 	for _, r := range l.taken {
@@ -290,25 +294,25 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		l.initialized = true
 	case <-l.triggerFull:
 		l.full.wanted = true
-	case <-l.exec.notify:
+	case <-l.exec.Notify():
 	case b := <-l.committer.backCh():
 		l.committer.receive(b)
 	case <-l.wake:
 		l.status.dirty = true
 	case req := <-l.ask:
 		req.reply <- l.explain(req.key, time.Now())
-	case <-timers.round.c():
-		timers.round.fired()
-	case <-timers.retry.c():
-		timers.retry.fired()
-	case <-timers.commit.c():
-		timers.commit.fired()
-	case <-timers.refresh.c():
-		timers.refresh.fired()
-	case <-timers.health.c():
-		timers.health.fired()
-	case <-timers.full.c():
-		timers.full.fired()
+	case <-timers.round.C():
+		timers.round.Fired()
+	case <-timers.retry.C():
+		timers.retry.Fired()
+	case <-timers.commit.C():
+		timers.commit.Fired()
+	case <-timers.refresh.C():
+		timers.refresh.Fired()
+	case <-timers.health.C():
+		timers.health.Fired()
+	case <-timers.full.C():
+		timers.full.Fired()
 		l.full.wanted = true
 	}
 	return true
@@ -317,11 +321,11 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 // pullChannel is the changes' watch channel while a round may read them
 // (nil otherwise), and arms the retry timer for the earliest retry then.
 func (l *loop[Obj]) pullChannel(timers *loopTimers) <-chan struct{} {
-	if !l.canPull() || timers.round.armed {
+	if !l.canPull() || timers.round.Armed() {
 		return nil
 	}
 	if next, ok := l.work.nextDue(); ok {
-		timers.retry.armAt(l.breaker.nextRetry(next))
+		timers.retry.ArmAt(l.breaker.NextRetry(next))
 	}
 	return l.changesWatch
 }
@@ -349,7 +353,7 @@ func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 
 func (l *loop[Obj]) retryDue(now time.Time) bool {
 	next, ok := l.work.nextDue()
-	return ok && !l.breaker.nextRetry(next).After(now)
+	return ok && !l.breaker.NextRetry(next).After(now)
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -358,5 +362,27 @@ func isClosed(ch <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// loopTimers are the loop's wake-ups that are not channels of their own.
+type loopTimers struct {
+	round   clock.Timer // the round limiter allows the next round
+	retry   clock.Timer // the earliest retry is due
+	commit  clock.Timer // finished results have waited long enough
+	full    clock.Timer // the next periodic full reconciliation
+	refresh clock.Timer // the refresh limiter allows more marking
+	health  clock.Timer // a postponed health report is due
+}
+
+// newLoopTimers returns the loop's timers. The round limiter's waits are
+// a millisecond or less at the rates users pace rounds at, and every
+// change that comes while rounds are paced waits one: the round timer is
+// fine.
+func newLoopTimers() *loopTimers { return &loopTimers{round: clock.Timer{Fine: true}} }
+
+func (ts *loopTimers) stop() {
+	for _, t := range []*clock.Timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh, &ts.health} {
+		t.Close()
 	}
 }

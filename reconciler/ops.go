@@ -169,3 +169,67 @@ func (l *loop[Obj]) since(t time.Time) time.Duration {
 	}
 	return time.Since(t)
 }
+
+// opEntry is one object of a task.
+type opEntry[Obj any] struct {
+	key      string
+	obj      Obj
+	rev      statedb.Revision
+	attempt  uint64
+	failures int
+	// asked, when set, is written into the clone before Update: a
+	// retry's object carries the status that asked for the work.
+	asked *Status
+}
+
+// task is one unit of work for a worker: one object, a batch, or a prune.
+type task[Obj any] struct {
+	op Op
+	// one is the entry of a single object's task; entries those of a
+	// batch. Tasks are values in the executor's reused queue, so a single
+	// object's task allocates nothing.
+	one     opEntry[Obj]
+	entries []opEntry[Obj]
+	txn     statedb.ReadTxn
+	attempt uint64 // a prune's attempt id
+	// unowned is, for a prune with Config.Ownership, a copy of the keys
+	// the model holds as another replica's: the prune is not given them.
+	unowned map[string]statedb.Revision
+}
+
+// result is what became of one object's attempt (or of a prune).
+type result[Obj any] struct {
+	op      Op
+	key     string
+	attempt uint64
+	rev     statedb.Revision // the revision the operation saw
+	target  Obj              // the clone the operation was given
+	cloned  bool
+	// notOwned: the key (for a prune, the whole set) was not owned when
+	// the worker came to start the operation (Config.Ownership); nothing
+	// ran.
+	notOwned bool
+	err      error
+	// overdue marks the result the executor posts when an attempt passes
+	// OperationTimeout: the attempt counts as failed from then on, though
+	// it may still run; its own result, when it comes, is not wanted.
+	overdue bool
+	dur     time.Duration
+}
+
+// overdue is what an attempt of t counts as once it ran past its
+// deadline: failed, though it may still run. Its own result, when it
+// comes, is not wanted.
+func overdue[Obj any](t *task[Obj]) []result[Obj] {
+	out := make([]result[Obj], 0, max(len(t.entries), 1))
+	switch t.op {
+	case OpPrune:
+		out = append(out, result[Obj]{op: t.op, attempt: t.attempt, overdue: true})
+	case OpUpdate, OpDelete:
+		out = append(out, result[Obj]{op: t.op, key: t.one.key, attempt: t.one.attempt, rev: t.one.rev, overdue: true})
+	}
+	for _, en := range t.entries {
+		out = append(out, result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev, overdue: true})
+	}
+	return out
+}

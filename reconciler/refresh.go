@@ -54,7 +54,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	}
 	written := l.refresh.atEnd && l.readTo >= l.refresh.from
 	if now.Before(l.refresh.at) && !written {
-		ts.refresh.armAt(l.refresh.at)
+		ts.refresh.ArmAt(l.refresh.at)
 		return
 	}
 	lim := l.cfg.RefreshRateLimiter
@@ -62,7 +62,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 	if lim.Limit() != rate.Inf {
 		allowed = min(allowed, int(lim.TokensAt(now)))
 		if allowed < 1 {
-			ts.refresh.armAt(tokenAt(lim, now))
+			ts.refresh.ArmAt(tokenAt(lim, now))
 			return
 		}
 	}
@@ -74,7 +74,7 @@ func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTime
 		next = tokenAt(lim, now) // more is due: go on when the limiter allows
 	}
 	l.refresh.at = next
-	ts.refresh.armAt(next)
+	ts.refresh.ArmAt(next)
 }
 
 // findDue walks from where the last step stopped and returns up to allowed

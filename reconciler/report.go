@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/converge-go/converge/reconciler/internal/clock"
+
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 )
@@ -24,7 +26,7 @@ type reportParts struct {
 	whole       wholeError
 	lastRound   RoundInfo
 	lastFull    FullInfo
-	healthTimer *timer
+	healthTimer *clock.Timer
 }
 
 func (r *reconciler[Obj]) publish(w *work[Obj], h *healthState, health cell.Health, now time.Time, p reportParts) {

@@ -52,7 +52,7 @@ func (l *loop[Obj]) pull(now time.Time) (<-chan struct{}, int) {
 
 	l.ownWrites.readPast(l.readTo) // also when the shortcuts kept has from being asked
 
-	retries := l.breaker.allowRetries(now, budget)
+	retries := l.breaker.AllowRetries(now, budget)
 	for ; retries > 0; retries-- {
 		r, ok := l.work.popDue(now)
 		if !ok {

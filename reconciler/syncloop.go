@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/retry"
+
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 )
@@ -59,7 +62,7 @@ type syncLoop[Obj comparable] struct {
 	// iterator never returns cannot stop the Syncs.
 	unreadWaits int
 
-	backoff backoff
+	backoff retry.Backoff
 	status  healthState
 	// failLog logs failed Syncs as the per-object loop logs failed
 	// objects: a new error at once, the same one at most once a minute.
@@ -93,14 +96,14 @@ type syncLoop[Obj comparable] struct {
 	lastFull   FullInfo
 	dirty      bool // report after this step
 
-	next, full, healthTimer timer
+	next, full, healthTimer clock.Timer
 
 	// While a Sync waits for its debounce (firstChange is set), new
 	// changes are read at most every SyncDebounce.readEvery(): not before
 	// readAt. readHeld is set while changes wait unread for readTimer.
 	readAt    time.Time
 	readHeld  bool
-	readTimer timer
+	readTimer clock.Timer
 
 	// ask carries Explain's questions; reportSig is Explanation.Changed.
 	ask       <-chan explainRequest
@@ -116,7 +119,7 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLo
 		reconciler: r,
 		health:     health,
 		work:       newWork[Obj](false),
-		backoff:    newBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
+		backoff:    retry.NewBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		status:     newHealthState(),
 		failLog:    newFailureLog(r.log),
 		done:       make(chan *syncRun[Obj], 1),
@@ -156,8 +159,8 @@ func (s *syncLoop[Obj]) start() error {
 // result is dropped: nothing is written after Stop.
 func (s *syncLoop[Obj]) stop() {
 	s.wg.Wait()
-	for _, t := range []*timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
-		t.disarm()
+	for _, t := range []*clock.Timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
+		t.Disarm()
 	}
 	s.changes.Close()
 	s.reportSig.reported()
@@ -172,7 +175,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 		// the next change is read at once: it starts a debounce.
 		if !s.firstChange.IsZero() && now.Before(s.readAt) {
 			s.readHeld = true
-			s.readTimer.armAt(s.readAt)
+			s.readTimer.ArmAt(s.readAt)
 		} else {
 			s.read(s.db.ReadTxn(), now)
 			s.readAt = now.Add(s.cfg.SyncDebounce.readEvery())
@@ -180,7 +183,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 	}
 	if at, ok := s.nextSync(now); ok {
 		if at.After(now) {
-			s.next.armAt(at)
+			s.next.ArmAt(at)
 		} else if ctx.Err() == nil {
 			s.startSync(ctx, now)
 		}
@@ -207,8 +210,8 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 		s.ownChanged = s.cfg.Ownership.Changed() // before Owns is asked again
 		s.dirty = true
 	case <-changesCh:
-	case <-s.readTimer.c():
-		s.readTimer.fired()
+	case <-s.readTimer.C():
+		s.readTimer.Fired()
 	case <-initCh:
 		s.initialized, s.dirty = true, true
 	case <-s.triggerFull:
@@ -221,13 +224,13 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 		s.dirty = true
 	case req := <-s.ask:
 		req.reply <- s.explain(req.key, time.Now())
-	case <-s.next.c():
-		s.next.fired()
-	case <-s.full.c():
-		s.full.fired()
+	case <-s.next.C():
+		s.next.Fired()
+	case <-s.full.C():
+		s.full.Fired()
 		s.fullWanted = true
-	case <-s.healthTimer.c():
-		s.healthTimer.fired()
+	case <-s.healthTimer.C():
+		s.healthTimer.Fired()
 		s.status.dirty = true
 	}
 	return true

@@ -84,7 +84,7 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 		s.lastRound = RoundInfo{At: now, Objects: n, Duration: d}
 	}
 	if s.cfg.FullReconciliationInterval != Off {
-		s.full.arm(s.cfg.FullReconciliationInterval)
+		s.full.Arm(s.cfg.FullReconciliationInterval)
 	}
 }
 
@@ -242,7 +242,7 @@ func (s *syncLoop[Obj]) failed(r *request[Obj], err error, giveUp, wholeFailed b
 	if wholeFailed {
 		failures = s.failures
 	}
-	delay := s.backoff.delay(failures)
+	delay := s.backoff.Delay(failures)
 	d, asked := retryAfter(err)
 	if asked {
 		delay = d

@@ -20,7 +20,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 		// right now. Start once it is read, so that the Sync's changes
 		// cover its snapshot (the loop wakes when the channel closes).
 		s.unreadWaits++
-		s.next.arm(time.Millisecond)
+		s.next.Arm(time.Millisecond)
 		return
 	}
 	s.unreadWaits = 0
@@ -35,7 +35,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	}
 	s.firstChange, s.lastChange, s.fullWanted = time.Time{}, time.Time{}, false
 	s.lastStart = now
-	s.full.disarm()
+	s.full.Disarm()
 	s.running = run
 	s.dirty = true
 	s.wg.Add(1)

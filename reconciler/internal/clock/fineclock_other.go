@@ -1,6 +1,6 @@
 //go:build !linux
 
-package reconciler
+package clock
 
 import "time"
 

@@ -1,4 +1,4 @@
-package reconciler
+package clock
 
 import (
 	"runtime"
@@ -10,15 +10,15 @@ import (
 // A deadline already past fires at once, and arming a later deadline
 // never postpones an earlier one.
 func TestTimerArmAt(t *testing.T) {
-	var tm timer
-	defer tm.disarm()
-	if tm.c() != nil {
+	var tm Timer
+	defer tm.Disarm()
+	if tm.C() != nil {
 		t.Fatal("an unarmed timer has a channel")
 	}
-	tm.armAt(time.Now().Add(-time.Second))
+	tm.ArmAt(time.Now().Add(-time.Second))
 	select {
-	case <-tm.c():
-		tm.fired()
+	case <-tm.C():
+		tm.Fired()
 	case <-time.After(10 * time.Second):
 		t.Fatal("a deadline in the past did not fire")
 	}
@@ -27,13 +27,13 @@ func TestTimerArmAt(t *testing.T) {
 	}
 
 	soon := time.Now().Add(time.Millisecond)
-	tm.armAt(soon)
-	tm.armAt(soon.Add(time.Hour)) // later: ignored
+	tm.ArmAt(soon)
+	tm.ArmAt(soon.Add(time.Hour)) // later: ignored
 	if !tm.at.Equal(soon) {
 		t.Fatalf("armed for %v, want the earlier %v", tm.at, soon)
 	}
 	select {
-	case <-tm.c():
+	case <-tm.C():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the earlier deadline did not fire")
 	}
@@ -43,38 +43,38 @@ func TestTimerArmAt(t *testing.T) {
 // to time.Timer, re-arming across the two; close releases the clock (the
 // package's goleak check sees its goroutine end).
 func TestFineTimer(t *testing.T) {
-	tm := timer{fine: true}
-	defer tm.close()
+	tm := Timer{Fine: true}
+	defer tm.Close()
 	waitFire := func(what string) {
 		t.Helper()
 		select {
-		case <-tm.c():
-			tm.fired()
+		case <-tm.C():
+			tm.Fired()
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s did not fire", what)
 		}
 	}
-	tm.armAt(time.Now().Add(200 * time.Microsecond))
+	tm.ArmAt(time.Now().Add(200 * time.Microsecond))
 	if runtime.GOOS == "linux" && !tm.onFine {
 		t.Fatal("a short wait is not on the fine clock")
 	}
 	waitFire("a short wait")
 
-	tm.armAt(time.Now().Add(time.Hour))
+	tm.ArmAt(time.Now().Add(time.Hour))
 	if tm.onFine {
 		t.Fatal("a long wait is on the fine clock")
 	}
-	tm.armAt(time.Now().Add(100 * time.Microsecond)) // earlier: replaces the hour
+	tm.ArmAt(time.Now().Add(100 * time.Microsecond)) // earlier: replaces the hour
 	waitFire("a short wait armed over a long one")
-	tm.armAt(time.Now().Add(-time.Second))
+	tm.ArmAt(time.Now().Add(-time.Second))
 	waitFire("a deadline in the past")
 
-	tm.armAt(time.Now().Add(time.Millisecond))
-	tm.disarm()
-	if tm.c() != nil {
+	tm.ArmAt(time.Now().Add(time.Millisecond))
+	tm.Disarm()
+	if tm.C() != nil {
 		t.Fatal("a disarmed timer has a channel")
 	}
-	tm.close()
+	tm.Close()
 	if tm.fc != nil {
 		t.Fatal("close kept the fine clock")
 	}
@@ -84,22 +84,22 @@ func TestFineTimer(t *testing.T) {
 // which the bubble fakes: no timerfd, no goroutine blocked on a file
 // descriptor, and the wait ends exactly when the bubble's clock says.
 func TestFineTimerInBubble(t *testing.T) {
-	if !realClock() {
+	if !RealClock() {
 		t.Fatal("realClock is false outside a bubble")
 	}
 	synctest.Test(t, func(t *testing.T) {
-		if realClock() {
+		if RealClock() {
 			t.Fatal("realClock is true inside a bubble")
 		}
-		tm := timer{fine: true}
-		defer tm.close()
+		tm := Timer{Fine: true}
+		defer tm.Close()
 		start := time.Now()
-		tm.armAt(start.Add(300 * time.Microsecond))
+		tm.ArmAt(start.Add(300 * time.Microsecond))
 		if tm.onFine || tm.fc != nil {
 			t.Fatal("a short wait went to a fine clock inside a bubble")
 		}
-		<-tm.c()
-		tm.fired()
+		<-tm.C()
+		tm.Fired()
 		if got := time.Since(start); got != 300*time.Microsecond {
 			t.Fatalf("fired after %v of bubble time, want exactly 300µs", got)
 		}

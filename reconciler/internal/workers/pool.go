@@ -1,0 +1,278 @@
+// Package workers is the reconciler's pool of workers: at most a fixed
+// number of goroutines, started as work comes, that run tasks handed to
+// them in order and hand results back through a mutex-held box. A task
+// that runs past its deadline (the caller's run reports it through
+// overrun) hands its worker's place to a new worker, at most the pool's
+// size of them at once, so that a hung operation holds up only itself.
+package workers
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// CommitDelay is how long finished results may wait for the rest of their
+// round before they are taken anyway, so that one slow operation does not
+// hold back the statuses of the others.
+const CommitDelay = 10 * time.Millisecond
+
+// Pool is the worker pool and its two queues: tasks T in, results R out.
+type Pool[T, R any] struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	// tasks waiting for a worker, FIFO from head.
+	queue []T
+	head  int
+	// results not yet taken by the owner, and when the oldest came.
+	done    []R
+	firstAt time.Time
+	// running counts the tasks handed out that have not returned.
+	running int
+	// submitted and started count the tasks queued and taken by a
+	// worker: a task whose sequence number (submit's) is at or past
+	// started still waits for a worker (Explain says so).
+	submitted, started uint64
+
+	workers   int // in the pool (abandoned ones not counted)
+	idle      int
+	max       int
+	abandoned int // workers that left the pool while stuck past a deadline
+	closed    bool
+
+	notify chan struct{} // wakes the owner; capacity one
+	wg     sync.WaitGroup
+	// commitAt is how many results make a round's worth: the owner is
+	// woken for them at once.
+	commitAt int
+	// hungry is set by the owner while more work waits than a round had
+	// room for: then a worker with nothing to do is a reason to commit
+	// what is done, which makes room for the next round's work. Without
+	// it, a round of slow operations ends with most workers idle while
+	// its last few run.
+	hungry  bool
+	run     func(ctx context.Context, t *T, overrun func(), out []R) []R
+	overdue func(*T) []R
+}
+
+// New returns a pool of at most max workers. run runs one task and
+// appends its results to out; it calls overrun (on another goroutine,
+// before it returns) when the task passed its deadline while still
+// running. overdue returns the results a task counts as when it overran:
+// they are handed back at once, the task's own when it returns. commitAt
+// is how many results make a batch worth waking the owner for at once.
+func New[T, R any](max, commitAt int, run func(ctx context.Context, t *T, overrun func(), out []R) []R, overdue func(*T) []R) *Pool[T, R] {
+	e := &Pool[T, R]{max: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run, overdue: overdue}
+	e.cond.L = &e.mu
+	return e
+}
+
+// Submit queues tasks, starting workers while there are fewer idle ones
+// than tasks and the pool is below its size. Workers are started and
+// woken after the mutex is released: each goes straight for it.
+func (e *Pool[T, R]) Submit(ctx context.Context, tasks ...T) (seq uint64) {
+	if len(tasks) == 0 {
+		return 0
+	}
+	e.mu.Lock()
+	seq = e.submitted
+	e.submitted += uint64(len(tasks))
+	if e.head > 0 && e.head >= len(e.queue)/2 {
+		// Refilled before it ran dry (the owner tops the queue up while
+		// workers run): move the rest down rather than grow forever.
+		n := copy(e.queue, e.queue[e.head:])
+		clear(e.queue[n:])
+		e.queue, e.head = e.queue[:n], 0
+	}
+	e.queue = append(e.queue, tasks...)
+	e.running += len(tasks)
+	start := 0
+	for n := len(e.queue) - e.head - e.idle; n > 0 && e.workers < e.max; n-- {
+		e.workers++
+		start++
+	}
+	e.wg.Add(start)
+	wake := min(len(tasks), e.idle)
+	e.mu.Unlock()
+	for range start {
+		go e.worker(ctx)
+	}
+	for range wake {
+		e.cond.Signal()
+	}
+	return seq
+}
+
+// Executing counts the tasks a worker runs now.
+func (e *Pool[T, R]) Executing() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running - (len(e.queue) - e.head)
+}
+
+// WaitsForWorker reports whether the task of sequence number seq is
+// still queued.
+func (e *Pool[T, R]) WaitsForWorker(seq uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return seq >= e.started && !e.closed
+}
+
+// worker runs tasks until the pool is closed. It holds the mutex
+// once per task: to hand back one task's results and take the next.
+func (e *Pool[T, R]) worker(ctx context.Context) {
+	defer e.wg.Done()
+	var (
+		buf       []R
+		t         T
+		handedOff bool
+	)
+	// One callback for the worker's life, not one per task: overrun is
+	// called (if at all) before run returns, on the timer's goroutine.
+	overrun := func() { handedOff = e.overrun(ctx, &t) }
+	e.mu.Lock()
+	for {
+		for e.head == len(e.queue) && !e.closed {
+			e.idle++
+			e.cond.Wait()
+			e.idle--
+		}
+		if e.closed {
+			e.workers--
+			e.mu.Unlock()
+			return
+		}
+		t = e.queue[e.head]
+		e.started++
+		var zero T
+		e.queue[e.head] = zero
+		if e.head++; e.head == len(e.queue) {
+			e.queue, e.head = e.queue[:0], 0
+		}
+		e.mu.Unlock()
+
+		handedOff = false
+		if ctx.Err() == nil { // stopping: start nothing new
+			buf = e.run(ctx, &t, overrun, buf[:0])
+		}
+		t = zero
+
+		e.mu.Lock()
+		e.finish(buf, handedOff)
+		clear(buf)
+		buf = buf[:0]
+		if handedOff {
+			e.mu.Unlock()
+			return
+		}
+	}
+}
+
+// overrun is called when t's deadline passed and its operation has not
+// returned: the attempt is reported as failed now, and the worker leaves
+// the pool so that another can take its place (at most the pool's size of stuck
+// workers at once; beyond that a stuck one keeps its place). It reports
+// whether the worker left.
+func (e *Pool[T, R]) overrun(ctx context.Context, t *T) bool {
+	if ctx.Err() != nil {
+		return false // stopping, not overrunning
+	}
+	overdue := e.overdue(t)
+	e.mu.Lock()
+	left := e.abandoned < e.max
+	if left {
+		e.abandoned++
+		e.workers--
+		if len(e.queue)-e.head > e.idle {
+			e.workers++
+			e.wg.Add(1)
+			go e.worker(ctx)
+		}
+	}
+	e.post(overdue, true)
+	e.mu.Unlock()
+	return left
+}
+
+// finish hands a task's results to the owner. Called with mu held.
+func (e *Pool[T, R]) finish(results []R, handedOff bool) {
+	e.running--
+	if handedOff {
+		e.abandoned--
+	}
+	e.post(results, false)
+}
+
+// post adds results and wakes the owner when it has something to do: the
+// first result (to arm the commit timer), the last running task, a
+// round's worth, a worker left idle while the owner has more work, or
+// (urgent) an overdue attempt to report. Waking it for
+// every result would have it report a thousand times a round. Called
+// with mu held.
+func (e *Pool[T, R]) post(results []R, urgent bool) {
+	first := len(e.done) == 0
+	if first {
+		e.firstAt = time.Now()
+	}
+	e.done = append(e.done, results...)
+	if urgent || first || e.running-e.abandoned <= 0 || len(e.done) >= e.commitAt || e.starving() {
+		select {
+		case e.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// ShouldCommit reports whether the owner should take the results now; when
+// some wait but not for long enough, it returns how long to wait.
+func (e *Pool[T, R]) ShouldCommit(now time.Time, commitAt int) (bool, time.Duration) {
+	e.mu.Lock()
+	n, running, firstAt, starving := len(e.done), e.running-e.abandoned, e.firstAt, e.starving()
+	e.mu.Unlock()
+	switch {
+	case n == 0:
+		return false, 0
+	case running <= 0 || n >= commitAt || starving || now.Sub(firstAt) >= CommitDelay:
+		return true, 0
+	}
+	return false, CommitDelay - now.Sub(firstAt)
+}
+
+// starving reports whether the workers are about to run out of work
+// (fewer tasks queued than there are workers) while the owner has more
+// waiting. Called with mu held.
+func (e *Pool[T, R]) starving() bool {
+	return e.hungry && len(e.queue)-e.head < e.max
+}
+
+// SetHungry records whether the owner has more work waiting than it could
+// take.
+func (e *Pool[T, R]) SetHungry(h bool) {
+	e.mu.Lock()
+	e.hungry = h
+	e.mu.Unlock()
+}
+
+// Take returns the finished results and empties the box.
+func (e *Pool[T, R]) Take(buf []R) []R {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	buf = append(buf[:0], e.done...)
+	clear(e.done)
+	e.done = e.done[:0]
+	return buf
+}
+
+// Close stops the workers once they return; tasks not started are
+// dropped. It waits for every worker, abandoned ones included.
+func (e *Pool[T, R]) Close() {
+	e.mu.Lock()
+	e.closed = true
+	e.queue, e.head = nil, 0
+	e.cond.Broadcast()
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+// Notify is the channel that wakes the owner when it has results to take.
+func (e *Pool[T, R]) Notify() <-chan struct{} { return e.notify }

@@ -1,0 +1,123 @@
+package workers
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// task is a test task: its id, and a channel it blocks on (nil: none).
+type task struct {
+	id    int
+	block chan struct{}
+	// overran is closed by the test's run when the pool's overrun
+	// callback was made for the task.
+	overran chan struct{}
+}
+
+// result is a test result: the task's id, overdue when the pool posted
+// it for an overrun.
+type result struct {
+	id      int
+	overdue bool
+}
+
+func newTestPool(max int) *Pool[task, result] {
+	run := func(_ context.Context, t *task, overrun func(), out []result) []result {
+		if t.block != nil {
+			if t.overran != nil {
+				overrun()
+				close(t.overran)
+			}
+			<-t.block
+		}
+		return append(out, result{id: t.id})
+	}
+	overdue := func(t *task) []result { return []result{{id: t.id, overdue: true}} }
+	return New(max, 100, run, overdue)
+}
+
+// take waits until n results are in and returns them by id.
+func take(t *testing.T, p *Pool[task, result], n int) []result {
+	t.Helper()
+	var got []result
+	deadline := time.After(10 * time.Second)
+	for len(got) < n {
+		select {
+		case <-p.Notify():
+			got = append(got, p.Take(nil)...)
+		case <-deadline:
+			t.Fatalf("%d results, want %d", len(got), n)
+		}
+	}
+	slices.SortFunc(got, func(a, b result) int { return a.id - b.id })
+	return got
+}
+
+// TestPoolRunsEveryTask: every task submitted runs once, with sequence
+// numbers in submission order, on at most max workers.
+func TestPoolRunsEveryTask(t *testing.T) {
+	p := newTestPool(3)
+	defer p.Close()
+	var tasks []task
+	for i := range 50 {
+		tasks = append(tasks, task{id: i})
+	}
+	if seq := p.Submit(context.Background(), tasks[:20]...); seq != 0 {
+		t.Fatalf("first sequence number %d, want 0", seq)
+	}
+	if seq := p.Submit(context.Background(), tasks[20:]...); seq != 20 {
+		t.Fatalf("second sequence number %d, want 20", seq)
+	}
+	got := take(t, p, 50)
+	for i, r := range got {
+		if r.id != i || r.overdue {
+			t.Fatalf("results %v, want each task once", got)
+		}
+	}
+	if p.WaitsForWorker(49) || p.Executing() != 0 {
+		t.Fatal("a task still waits for a worker after all returned")
+	}
+}
+
+// TestPoolReplacesOverrunWorker: a worker whose task overran leaves the
+// pool (its overdue result posted at once) and a new worker takes the
+// queue, so a hung task holds up only itself; Close waits for it.
+func TestPoolReplacesOverrunWorker(t *testing.T) {
+	p := newTestPool(1)
+	hung := task{id: 0, block: make(chan struct{}), overran: make(chan struct{})}
+	p.Submit(context.Background(), hung, task{id: 1}, task{id: 2})
+	<-hung.overran
+	got := take(t, p, 3)
+	if !slices.Equal(got, []result{{id: 0, overdue: true}, {id: 1}, {id: 2}}) {
+		t.Fatalf("results %v, want the overdue one and the two behind it", got)
+	}
+	var closed sync.WaitGroup
+	closed.Add(1)
+	go func() { defer closed.Done(); p.Close() }()
+	close(hung.block) // Close returns only once the hung task has
+	closed.Wait()
+}
+
+// TestPoolWaitsForWorker: with the one worker held, the next task waits.
+func TestPoolWaitsForWorker(t *testing.T) {
+	p := newTestPool(1)
+	defer p.Close()
+	held := task{id: 0, block: make(chan struct{})}
+	p.Submit(context.Background(), held)
+	seq := p.Submit(context.Background(), task{id: 1})
+	if !p.WaitsForWorker(seq) {
+		t.Fatal("the task behind a held worker does not wait for one")
+	}
+	close(held.block)
+	take(t, p, 2)
+	if p.WaitsForWorker(seq) {
+		t.Fatal("the task still waits after it ran")
+	}
+}
