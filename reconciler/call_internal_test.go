@@ -14,7 +14,7 @@ import (
 // logged without an empty key=""; an object's panic names its key.
 func TestCallPanicLogsKeyOnlyWhenThereIsOne(t *testing.T) {
 	var buf bytes.Buffer
-	r := &reconciler[int]{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	r := &runner[int]{reconciler: &reconciler[int]{log: slog.New(slog.NewTextHandler(&buf, nil))}}
 	panicking := func(context.Context) error { panic("boom") }
 
 	err := r.call(context.Background(), func() {}, OpPrune, "", 0, panicking)
@@ -36,7 +36,7 @@ func TestCallPanicLogsKeyOnlyWhenThereIsOne(t *testing.T) {
 // errors alike: the loop already counted it as failed, and a whole-set
 // loop that takes the result before the overrun signal must read the same.
 func TestCallLateResultIsTimeout(t *testing.T) {
-	r := &reconciler[int]{log: slog.New(slog.DiscardHandler)}
+	r := &runner[int]{reconciler: &reconciler[int]{log: slog.New(slog.DiscardHandler)}}
 	r.cfg.OperationTimeout = time.Millisecond
 	for _, ret := range []error{nil, errors.New("late failure"), context.Canceled} {
 		overran := make(chan struct{})

@@ -1,16 +1,13 @@
 package reconciler
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium/statedb"
-	"github.com/cilium/statedb/index"
 )
 
 // ErrNotRunning is wrapped by the error Explain returns when the
@@ -212,69 +209,159 @@ func newLoopSession() *loopSession {
 	return &loopSession{ask: make(chan explainRequest), done: make(chan struct{})}
 }
 
-// Explain implements Reconciler.
-func (r *reconciler[Obj]) Explain(ctx context.Context, key []byte) (Explanation, error) {
-	sess := r.session
-	req := explainRequest{key: string(key), reply: make(chan Explanation, 1)}
-	select {
-	case sess.ask <- req:
-	case <-sess.done:
-		return Explanation{}, fmt.Errorf("%s: %w", r.id.DisplayName(), ErrNotRunning)
-	case <-ctx.Done():
-		if !sess.started.Load() {
-			return Explanation{}, fmt.Errorf("%s: %w: %w", r.id.DisplayName(), ErrNotRunning, ctx.Err())
-		}
-		return Explanation{}, ctx.Err()
+// explainParts are what a loop adds to its request table when it answers
+// Explain: its marks, and why work waits in it now.
+type explainParts struct {
+	readTo      statedb.Revision
+	initialized bool
+	whole       bool // a whole-set loop: a Sync is the executor
+	// unreadWhy says why changes not read yet wait; queuedWhy why a
+	// queued row waits (and a dispatched one whose task waits for a
+	// worker: queuedTask says which).
+	unreadWhy, queuedWhy string
+	queuedTask           func(seq uint64) bool
+	// retryAt is when a retry due at the given time may go (the
+	// breaker's pacing); breakerWhy says why, when the breaker is open.
+	retryAt    func(due time.Time) time.Time
+	breakerWhy string
+	timeout    time.Duration // OperationTimeout (0: none)
+}
+
+// reportSignal is the channel Explanation.Changed hands out: made when an
+// answer asks for it, closed at the loop's next report.
+type reportSignal struct{ ch chan struct{} }
+
+// wait returns the channel closed at the next report.
+func (s *reportSignal) wait() <-chan struct{} {
+	if s.ch == nil {
+		s.ch = make(chan struct{})
 	}
-	select {
-	case e := <-req.reply:
-		return e, nil
-	case <-ctx.Done():
-		return Explanation{}, ctx.Err()
+	return s.ch
+}
+
+// reported closes the channel handed out, if any.
+func (s *reportSignal) reported() {
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
 	}
 }
 
-// explainText answers Explain for a key given as text: the table's own
-// string form of its primary key (as db/show takes it), the key's bytes,
-// or the hex form printableKey shows for keys that are not printable.
-func (r *reconciler[Obj]) explainText(ctx context.Context, text string) (Explanation, error) {
-	key := []byte(text)
-	if name := primaryIndexName(r.primary); name != "" {
-		txn := r.db.ReadTxn()
-		if obj, _, found, err := (statedb.AnyTable{Meta: r.cfg.Table}).Get(txn, name, text); err == nil && found {
-			if k, ok := r.primary.ObjectToKey(obj.(Obj)); ok {
-				key = k
-			}
-		}
-	}
-	return r.Explain(ctx, key)
+func fmtWorkers(running, concurrency int) string {
+	return fmt.Sprintf("waiting for a worker: %d operation(s) running, Concurrency %d", running, concurrency)
 }
 
-// primaryIndexName is the name of the table's primary index, when its
-// indexer is a statedb.Index (a struct with a Name field); else "".
-func primaryIndexName(ix any) string {
-	v := reflect.ValueOf(ix)
-	if v.Kind() != reflect.Struct {
-		return ""
-	}
-	if f := v.FieldByName("Name"); f.IsValid() && f.Kind() == reflect.String {
-		return f.String()
-	}
-	return ""
+func fmtRoom(outstanding, roundSize int) string {
+	return fmt.Sprintf("waiting for room in a round: %d request(s) outstanding, RoundSize %d", outstanding, roundSize)
 }
 
-// getByKey looks the object with primary key key up in txn.
-func (r *reconciler[Obj]) getByKey(txn statedb.ReadTxn, key string) (Obj, statedb.Revision, bool) {
-	if q, ok := r.primary.(interface {
-		QueryFromKey(index.Key) statedb.Query[Obj]
-	}); ok {
-		return r.cfg.Table.Get(txn, q.QueryFromKey(index.Key(key)))
+func fmtBreaker(err string) string {
+	return fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", err)
+}
+
+// explainKey answers Explain for key from the request table t, the
+// table's current snapshot and the loop's parts p.
+func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string, p explainParts, now time.Time) Explanation {
+	e := Explanation{Reconciler: r.id.DisplayName(), Key: printableKey(key), ReadTo: p.readTo,
+		Suspended: r.suspended(), Initialized: p.initialized, At: now}
+	obj, rev, found := r.getByKey(r.db.ReadTxn(), key)
+	if found {
+		e.InTable, e.Status = true, r.cfg.GetObjectStatus(obj)
 	}
-	for obj, rev := range r.cfg.Table.All(txn) {
-		if r.keyOf(obj) == key {
-			return obj, rev, true
+	row := t.rows[key]
+	switch {
+	case row != nil && row.detail != nil && row.state != stRefreshDue:
+		explainRow(&e, row, p)
+		if row.state == stHeld {
+			e.NextAttempt = row.due
+			e.Reason += map[bool]string{true: "; only a change retries it", false: "; refresh retries it"}[row.due.IsZero()]
+		}
+	case row != nil && row.state == stNotOwned, !r.ownsKey(key):
+		e.State, e.Reason = KeyNotOwned, "another replica owns the key"
+		if row != nil {
+			e.Revision = row.askedAt
+		}
+	case !found:
+		e.State, e.Reason = KeyAbsent, "no object with this key, nothing outstanding (a Delete, if one was due, succeeded)"
+	case rev > p.readTo:
+		e.State, e.Reason, e.Revision = KeyUnread, p.unreadWhy, rev
+	case e.Status.Kind == StatusKindUnset:
+		e.State, e.Reason = KeyUnset, "its status is Unset: it asks nothing of this reconciler"
+	default:
+		explainSettled(&e, row, r.cfg.RefreshInterval, p)
+	}
+	return e
+}
+
+// explainSettled fills e in for a key with nothing outstanding: Done (or
+// failed with no retry kept), refreshed next at its refresh.
+func explainSettled[Obj any](e *Explanation, row *request[Obj], interval time.Duration, p explainParts) {
+	e.State, e.Reason = KeyDone, "reconciled"
+	if e.Status.Kind == StatusKindError {
+		e.State, e.Reason, e.LastError = KeyGivenUp, "failed, with no retry outstanding", e.Status.Error
+	}
+	if row != nil && row.running != 0 {
+		e.Reason += "; an earlier attempt that ran past its timeout still runs"
+	}
+	switch {
+	case row != nil && row.state == stRefreshDue:
+		e.NextAttempt, e.Reason = row.due, e.Reason+"; its refresh was put off (the key was not owned at that moment)"
+	case interval != Off && !p.whole && !e.Status.UpdatedAt.IsZero():
+		e.NextAttempt = e.Status.UpdatedAt.Add(interval)
+	}
+}
+
+// explainRow fills e in from a row with work outstanding.
+func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
+	e.Deleted, e.Revision, e.Attempts, e.LastError, e.Since = row.deleted, row.askedAt, row.attempts, row.err, row.since
+	op := "Update"
+	if row.deleted {
+		op = "Delete"
+	}
+	switch row.state {
+	case stQueued:
+		e.State, e.Reason = KeyQueued, p.queuedWhy
+	case stBusy:
+		e.State, e.Reason = KeyBusy, "waiting for an earlier attempt on the key to return"
+		if row.stuck {
+			e.Reason = "waiting for an earlier attempt on the key, past its timeout, to return"
+		}
+	case stRunning:
+		if p.queuedTask != nil && p.queuedTask(row.taskSeq) {
+			e.State, e.Reason = KeyQueued, p.queuedWhy
+			break
+		}
+		e.State, e.Since, e.Reason = KeyRunning, row.startedAt, op+" in flight"
+		if p.whole {
+			e.Reason = "in the running Sync"
+		}
+		if p.timeout > 0 {
+			e.Reason += fmt.Sprintf("; times out after %s", p.timeout)
+		}
+	case stCommitting:
+		e.State, e.Reason = KeyCommitting, "its result is in; its status is being written"
+	case stRetrying:
+		e.State, e.NextAttempt = KeyRetrying, p.retryAt(row.due)
+		e.Reason = map[reqWhy]string{
+			whyDeferred:   "not ready yet (RetryAfter without an error): retried at its delay",
+			whyRetryAfter: "retried after the delay the operation asked for (RetryAfter)",
+			whyOwed:       "its status was written over by an earlier attempt: run again",
+		}[row.why]
+		switch {
+		case p.breakerWhy != "" && e.NextAttempt.After(row.due):
+			e.Reason = p.breakerWhy
+		case e.Reason == "":
+			e.Reason = fmt.Sprintf("backoff after %d failure(s)", row.attempts)
+		}
+		if p.whole && row.why != whyDeferred {
+			e.Reason += "; retried by the next Sync"
+		}
+	case stHeld:
+		e.State = KeyGivenUp
+		e.Reason = map[reqWhy]string{whyMisconfigured: "given up on: a misconfiguration (see the error)",
+			whyExhausted: "given up on: MaxRetries spent"}[row.why]
+		if e.Reason == "" {
+			e.Reason = "given up on: a Permanent error"
 		}
 	}
-	var zero Obj
-	return zero, 0, false
 }

@@ -4,94 +4,83 @@ import (
 	"context"
 	"time"
 
-	"github.com/converge-go/converge/reconciler/internal/clock"
-	"github.com/converge-go/converge/reconciler/internal/retry"
-	"github.com/converge-go/converge/reconciler/internal/workers"
-
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
-// change is one change read from the table: an object at a revision, or its
-// deletion.
+// The per-object loop. Each step, top to bottom: land the status writes
+// that came back and commit the results the workers finished
+// (commit.go), start or wait for a full reconciliation (full.go), read a
+// round of changes and due retries into the request table (request.go),
+// hand the Queued rows to the workers (execute.go), refresh (refresh.go),
+// and report what the table says (report.go). Then it sleeps until
+// something happens. Everything here is owned by the loop goroutine.
+
+// change is one change read from the table: an object at a revision, or
+// its deletion.
 type change[Obj any] struct {
 	obj     Obj
 	rev     statedb.Revision
 	deleted bool
 }
 
-// loop is one run of a per-object reconciler. Everything here is owned by
-// the loop goroutine; the workers share only the executor's queues.
+// loop is one run of a per-object reconciler.
 type loop[Obj comparable] struct {
 	*reconciler[Obj]
 	health cell.Health
 	feed[Obj]
-	work    *work[Obj]
+	t       *requests[Obj]
 	exec    *workers.Pool[task[Obj], result[Obj]]
-	backoff retry.Backoff
-	breaker retry.Breaker
+	runner  runner[Obj]
+	commits *committer[Obj]
+	full    *fullState[Obj]
+	refresh *refresher[Obj]
+	status  healthState
 
-	// readTo is the last revision the change iterator returned: the waits
-	// never claim more than was read. readAll is set once every change
-	// present when the run began has been read.
-	readTo  statedb.Revision
-	readAll bool
 	// moreChanges is set when a round stopped before reading all changes.
 	moreChanges bool
-	// now and roundTxn are the time and snapshot of the latest round.
-	now      time.Time
+	// roundTxn is the snapshot of the latest round: operations read it.
 	roundTxn statedb.ReadTxn
-
-	lastRound RoundInfo
-	lastFull  FullInfo
-	full      fullState[Obj]
-	refresh   refreshState
-	status    healthState
-	failLog   failureLog
-
 	// ownChanged is Ownership.Changed's channel, taken before the owned
 	// set was last looked at, so that a change meanwhile is not missed.
 	ownChanged <-chan struct{}
-
-	// nopMetrics skips timing operations nobody records.
-	nopMetrics bool
-	// ownWrites are the revisions of the latest status commits: their
-	// Done, read back, is recognized without computing its key.
-	ownWrites revRanges
-
-	// committer writes commits' statuses while the loop reads the next
-	// round (committer.go).
-	committer committer[Obj]
 
 	// ask carries Explain's questions; reportSig is Explanation.Changed.
 	ask       <-chan explainRequest
 	reportSig reportSignal
 
 	// Buffers reused from step to step.
-	taken    []*request[Obj]
-	tasks    []task[Obj]
-	results  []result[Obj]
-	realized []time.Duration
+	taken   []*request[Obj]
+	tasks   []task[Obj]
+	results []result[Obj]
+}
+
+// loopTimers are the loop's wake-ups that are not channels of their own.
+type loopTimers struct {
+	round   clock.Timer // the round limiter allows the next round
+	retry   clock.Timer // the earliest retry is due
+	commit  clock.Timer // finished results have waited long enough
+	full    clock.Timer // the next periodic full reconciliation
+	refresh clock.Timer // refresh is due, or its limiter allows more
+	health  clock.Timer // a postponed health report is due
 }
 
 func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
-	l := &loop[Obj]{
-		reconciler: r,
-		health:     health,
-		work:       newWork[Obj](true),
-		backoff:    retry.NewBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
-		breaker:    retry.Breaker{Log: r.log},
-		full:       fullState[Obj]{wanted: r.cfg.FullReconciliationInterval != Off},
-		status:     newHealthState(),
-		failLog:    newFailureLog(r.log),
-		nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{}),
+	l := &loop[Obj]{reconciler: r, health: health, t: r.newRequests(true), status: newHealthState()}
+	l.runner = runner[Obj]{reconciler: r, nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{})}
+	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runner.runTask, overdue[Obj])
+	l.commits = newCommitter(r, l.t, &l.status)
+	l.commits.pipelines = true
+	l.full = &fullState[Obj]{reconciler: r, t: l.t, exec: l.exec, wanted: r.cfg.FullReconciliationInterval != Off}
+	l.refresh = &refresher[Obj]{reconciler: r, t: l.t}
+	if r.cfg.Ownership != nil {
+		l.t.owns = r.ownsKey
 	}
-	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runTask, overdue[Obj])
 	return l
 }
-
-// closedCh is a channel that is always ready.
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 	l.ask = ask
@@ -102,56 +91,105 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		return err
 	}
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
-	timers := newLoopTimers()
+	// The round limiter's waits are a millisecond or less, and every
+	// change that comes while rounds are paced waits one: a fine timer.
+	timers := &loopTimers{round: clock.Timer{Fine: true}}
 	defer func() {
 		// Workers drop what they have not started and the running
 		// operations see a cancelled context; nothing is committed.
 		l.exec.Close()
-		l.committer.stop()
-		timers.stop()
+		l.commits.stop()
+		for _, t := range []*clock.Timer{&timers.round, &timers.retry, &timers.commit, &timers.full, &timers.refresh, &timers.health} {
+			t.Close()
+		}
 		l.changes.Close()
 		l.reportSig.reported()
 	}()
-	for {
+	for ctx.Err() == nil {
 		now := time.Now()
-		if ctx.Err() != nil {
-			return nil
-		}
 		l.step(ctx, now, timers)
-		if !l.sleep(ctx, now, timers) {
-			return nil
+		if !l.sleep(ctx, timers) {
+			break
 		}
 	}
+	return nil
 }
 
-// step does what the loop can do now, in order: commit finished results,
-// start (or wait for) a full reconciliation, read a round of changes and
-// due retries, hand the ready requests to the workers, refresh, report.
-func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers) {
-	committed := l.commit(ctx, now, timers)
-	l.stepFull(ctx, now, timers)
-	pulled := l.stepRound(now, timers)
+// step does what the loop can do now, in order.
+func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
+	committed := l.commit(ctx, now, ts)
+	l.full.step(ctx, now, &l.feed, &ts.full)
+	pulled := l.stepRound(now, ts)
 	dispatched := l.dispatch(ctx, now)
-	l.stepRefresh(ctx, now, timers)
-	if committed || pulled || dispatched || l.work.dirty || l.status.dirty {
-		l.report(now, timers)
+	l.refresh.step(ctx, now, l.readTo, &ts.refresh)
+	if committed || pulled || dispatched || l.t.dirty || l.status.dirty {
+		l.report(now, ts)
 	}
 }
 
-// report publishes what the outstanding work says (report.go).
-func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
-	defer l.reportSig.reported()
-	l.publish(l.work, &l.status, l.health, now, reportParts{
-		readTo:      l.readTo,
-		initialized: l.initialized,
-		inFlight:    l.work.running,
-		unowned:     len(l.work.unowned),
-		ownChanged:  l.ownChanged,
-		whole:       wholeError{op: "prune", err: l.full.lastErr},
-		lastRound:   l.lastRound,
-		lastFull:    l.lastFull,
-		healthTimer: &ts.health,
-	})
+// commit lands the status writes the committer handed back, then, when
+// it is time, takes the workers' results and commits them: a prune's goes
+// to the full reconciliation, each object's to the committer. It reports
+// whether it did anything.
+func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) bool {
+	did := l.commits.land(now)
+	if l.full.repairDue() {
+		l.full.repair(now)
+	}
+	if !l.commits.hasRoom() {
+		return did // every commit is out: the results wait their turn
+	}
+	ok, wait := l.exec.ShouldCommit(now, l.cfg.RoundSize)
+	if !ok {
+		if wait > 0 {
+			ts.commit.ArmAt(now.Add(wait))
+		}
+		return did
+	}
+	ts.commit.Disarm()
+	job := l.commits.newJob(now)
+	l.results = l.exec.Take(l.results)
+	for i := range l.results {
+		res := &l.results[i]
+		if res.op == OpPrune {
+			l.full.done(res, now, &ts.full)
+		} else if o, ok := l.outcome(res, now); ok {
+			l.commits.judgeInto(job, &o, now)
+		}
+	}
+	clear(l.results)
+	l.commits.commit(ctx, job, l.moreChanges || l.retryDue(now), now)
+	return true
+}
+
+// outcome turns a worker's result into the outcome of its request, or
+// reports false for a result nobody waits for any more (its request was
+// replaced, it already counted as failed at its timeout, or its key is
+// another replica's now).
+func (l *loop[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj], bool) {
+	r := l.t.rows[res.key]
+	switch {
+	case r == nil:
+		return outcome[Obj]{}, false
+	case res.overdue:
+		if !l.t.overdue(r, res.attempt) {
+			return outcome[Obj]{}, false
+		}
+		res.err = timeoutError(res.op, l.cfg.OperationTimeout)
+		l.metrics.Operation(res.op, ResultTimeout, 1, l.cfg.OperationTimeout)
+	case !l.t.returned(r, res.attempt):
+		return outcome[Obj]{}, false
+	}
+	switch {
+	case res.notOwned && l.ownsKey(r.key):
+		l.t.requeue(r, now) // owned again since the worker looked: start anew
+		return outcome[Obj]{}, false
+	case res.notOwned || !l.ownsKey(r.key):
+		l.t.lose(r.key, r.deleted, r.askedAt) // no status is written for another replica's key
+		return outcome[Obj]{}, false
+	}
+	return outcome[Obj]{r: r, op: res.op, attempt: res.attempt, err: res.err, rev: res.rev,
+		target: res.target, hasTarget: res.cloned}, true
 }
 
 // canPull reports whether new work may be picked up: no full
@@ -162,31 +200,28 @@ func (l *loop[Obj]) canPull() bool {
 }
 
 // roundRoom is how many more requests a round may take: RoundSize less
-// those queued or running. Those whose status write is out on the
-// committer take no room, so that the next round is read meanwhile; nor
-// do those queued behind an earlier attempt on their key, so that an
-// attempt stuck past its timeout holds up its own key only.
+// the Queued and Running rows. Committing rows take no room, so that the
+// next round is read while their statuses are written; nor do Busy ones,
+// so that an attempt stuck past its timeout holds up its own key only.
 func (l *loop[Obj]) roundRoom() int {
-	return l.cfg.RoundSize - (len(l.work.active) - l.work.committing - l.work.keyBusy)
+	return l.cfg.RoundSize - (l.t.n[stQueued] + l.t.n[stRunning])
 }
 
 // stepRound picks up new work when there is room for it and something
 // waits, pacing rounds with the round limiter. Only a round that picked up
 // work takes a token: the reconciler's own status writes come back
-// through the change iterator right after every commit, and reading them
-// must not make the user's next change wait. It reports whether it read.
-func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
+// through the change iterator after every commit, and reading them must
+// not make the user's next change wait. It reports whether it read.
+func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) {
 		return false
 	}
 	if d := l.roundDelay(now); d > 0 {
-		timers.round.ArmAt(now.Add(d))
+		ts.round.ArmAt(now.Add(d))
 		return false
 	}
-	var picked int
 	hungry := l.moreChanges
-	l.changesWatch, picked = l.pull(now)
-	if picked > 0 {
+	if l.pull(now) > 0 {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
 	if l.moreChanges != hungry {
@@ -195,148 +230,136 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 	return true
 }
 
-// dispatch hands the ready requests to the workers: one task per object,
-// or with BatchOperations one batch of updates and one of deletes.
+// pull is a round: the changes since the last one, in revision order and
+// deletes included, then the retries that are due, at most roundRoom
+// requests in all. It returns how many it queued: a round that queued
+// none read only status writes (most often the reconciler's own).
+func (l *loop[Obj]) pull(now time.Time) int {
+	txn := l.db.ReadTxn()
+	l.roundTxn = txn
+	// Every write of the committer's this snapshot holds was published
+	// before it was committed.
+	l.commits.ownWrites()
+	budget, picked := l.roundRoom(), 0
+	seq, watch := l.changes.Next(txn)
+	l.changesWatch, l.moreChanges = watch, false
+	// The iterator yields each object once, at its newest revision: a
+	// request it carries may have been written at any revision after what
+	// earlier rounds read, and the waits count it from there. A change
+	// the sequence yields is consumed, so stop right after the one that
+	// used the last of the budget.
+	askedAt := l.readTo + 1
+	for ch, rev := range seq {
+		l.readTo = rev
+		if l.t.read(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, &l.commits.own, askedAt, l.startRev, now) {
+			picked++
+			if budget--; budget == 0 {
+				l.moreChanges = true
+				break
+			}
+		}
+	}
+	l.markRead(!l.moreChanges)
+	l.commits.own.ReadPast(l.readTo)
+	for n := l.commits.breaker.AllowRetries(now, budget); n > 0; n-- {
+		r, ok := l.t.popDue(now)
+		if !ok {
+			break
+		}
+		if l.onRetry(txn, r, now) {
+			picked++
+		}
+	}
+	return picked
+}
+
+// onRetry queues a due retry, unless the object moved on meanwhile: then
+// the change iterator delivers what supersedes it.
+func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time) bool {
+	cur, rev, found := l.cfg.Table.Get(txn, l.queryOf(r.obj))
+	switch {
+	case r.deleted == found, found && l.cfg.GetObjectStatus(cur).Kind == StatusKindUnset:
+		// Inserted again (for a failed delete), deleted (for an update),
+		// or made Unset, by a change not read yet: withdrawn now.
+		l.t.settle(r)
+		return false
+	case found:
+		// Operate on the object as it is now: the status write that
+		// moved its revision may have carried newer data.
+		r.obj, r.rev = cur, rev
+	}
+	l.t.requeue(r, now)
+	return true
+}
+
+// dispatch hands the Queued rows to the workers: one task per object, or
+// with BatchOperations one batch of updates and one of deletes.
 func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
-	if len(l.work.ready) == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
+	if len(l.t.ready) == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
 		return false
 	}
-	l.taken = l.work.takeReady(l.taken)
+	l.taken = l.t.take(l.taken, now)
 	if len(l.taken) == 0 {
 		return false
 	}
-	for _, r := range l.taken {
-		r.startedAt, r.enteredAt = now, now
+	l.full.touch(l.taken)
+	tasks := l.runner.tasks(l.tasks[:0], l.taken, l.roundTxn, l.cfg.BatchOperations != nil)
+	seq := l.exec.Submit(ctx, tasks...)
+	for i, r := range l.taken {
+		r.taskSeq = seq + uint64(taskOf(tasks, i, r.deleted))
 	}
-	if l.full.abandoned() {
-		if l.full.touched == nil {
-			l.full.touched = map[string]statedb.Query[Obj]{}
-		}
-		for _, r := range l.taken {
-			l.full.touched[r.key] = l.queryOf(r.obj)
-		}
-	}
-	if l.cfg.BatchOperations == nil {
-		l.submitEach(ctx)
-	} else {
-		l.submitBatches(ctx)
-	}
+	clear(tasks)
+	l.tasks = tasks[:0]
 	clear(l.taken)
 	return true
 }
 
-// entry is the task entry of request r.
-func (l *loop[Obj]) entry(r *request[Obj]) opEntry[Obj] {
-	en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
-	if r.tried && !r.deleted {
-		asked := r.asked // a copy: the loop may change r meanwhile
-		en.asked = &asked
-	}
-	return en
-}
-
-// submitEach hands each taken request to the workers as a task of its own.
-func (l *loop[Obj]) submitEach(ctx context.Context) {
-	tasks := l.tasks[:0]
-	for _, r := range l.taken {
-		op := OpUpdate
-		if r.deleted {
-			op = OpDelete
-		}
-		tasks = append(tasks, task[Obj]{op: op, one: l.entry(r), txn: l.roundTxn})
-	}
-	seq := l.exec.Submit(ctx, tasks...)
-	for i, r := range l.taken {
-		r.taskSeq = seq + uint64(i)
-	}
-	clear(tasks)
-	l.tasks = tasks[:0]
-}
-
-// submitBatches hands the taken requests to the workers as one batch of
-// updates and one of deletes.
-func (l *loop[Obj]) submitBatches(ctx context.Context) {
-	updates := task[Obj]{op: OpUpdateBatch, txn: l.roundTxn}
-	deletes := task[Obj]{op: OpDeleteBatch, txn: l.roundTxn}
-	for _, r := range l.taken {
-		if r.deleted {
-			deletes.entries = append(deletes.entries, l.entry(r))
-		} else {
-			updates.entries = append(updates.entries, l.entry(r))
-		}
-	}
-	var seqs [2]uint64
-	for i, t := range []task[Obj]{updates, deletes} {
-		if len(t.entries) > 0 {
-			seqs[i] = l.exec.Submit(ctx, t)
-		}
-	}
-	for _, r := range l.taken {
-		r.taskSeq = seqs[0]
-		if r.deleted {
-			r.taskSeq = seqs[1]
-		}
-	}
-}
-
 // sleep waits until something happens. It returns false when stopping.
-func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers) bool {
-	changesCh := l.pullChannel(timers)
-	initCh, ownCh := l.eventChannels()
+func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
+	var changesCh <-chan struct{}
+	if l.canPull() && !ts.round.Armed() {
+		changesCh = l.changesWatch
+		if next, ok := l.t.nextDue(); ok {
+			ts.retry.ArmAt(l.commits.breaker.NextRetry(next))
+		}
+	}
+	var initCh <-chan struct{}
+	if !l.initialized {
+		initCh = l.initWatch
+	}
 	select {
 	case <-ctx.Done():
 		return false
-	case <-ownCh:
+	case <-l.ownChanged:
 		l.ownChanged = l.cfg.Ownership.Changed() // before looking: a change meanwhile closes this one
-		l.ownershipChanged()
+		l.t.reown(l.cfg.Table.All(l.db.ReadTxn()), time.Now())
 	case <-changesCh:
 	case <-initCh:
 		l.initialized = true
 	case <-l.triggerFull:
 		l.full.wanted = true
 	case <-l.exec.Notify():
-	case b := <-l.committer.backCh():
-		l.committer.receive(b)
+	case b := <-l.commits.backCh():
+		l.commits.receive(b)
 	case <-l.wake:
 		l.status.dirty = true
 	case req := <-l.ask:
 		req.reply <- l.explain(req.key, time.Now())
-	case <-timers.round.C():
-		timers.round.Fired()
-	case <-timers.retry.C():
-		timers.retry.Fired()
-	case <-timers.commit.C():
-		timers.commit.Fired()
-	case <-timers.refresh.C():
-		timers.refresh.Fired()
-	case <-timers.health.C():
-		timers.health.Fired()
-	case <-timers.full.C():
-		timers.full.Fired()
+	case <-ts.round.C():
+		ts.round.Fired()
+	case <-ts.retry.C():
+		ts.retry.Fired()
+	case <-ts.commit.C():
+		ts.commit.Fired()
+	case <-ts.refresh.C():
+		ts.refresh.Fired()
+	case <-ts.health.C():
+		ts.health.Fired()
+	case <-ts.full.C():
+		ts.full.Fired()
 		l.full.wanted = true
 	}
 	return true
-}
-
-// pullChannel is the changes' watch channel while a round may read them
-// (nil otherwise), and arms the retry timer for the earliest retry then.
-func (l *loop[Obj]) pullChannel(timers *loopTimers) <-chan struct{} {
-	if !l.canPull() || timers.round.Armed() {
-		return nil
-	}
-	if next, ok := l.work.nextDue(); ok {
-		timers.retry.ArmAt(l.breaker.NextRetry(next))
-	}
-	return l.changesWatch
-}
-
-// eventChannels are the channels of the table's initialization (until it
-// is) and of ownership changes (with Config.Ownership); nil otherwise.
-func (l *loop[Obj]) eventChannels() (initCh, ownCh <-chan struct{}) {
-	if !l.initialized {
-		initCh = l.initWatch
-	}
-	return initCh, l.ownChanged
 }
 
 // roundDelay returns how long until the round limiter allows a round. It
@@ -352,37 +375,50 @@ func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 }
 
 func (l *loop[Obj]) retryDue(now time.Time) bool {
-	next, ok := l.work.nextDue()
-	return ok && !l.breaker.NextRetry(next).After(now)
+	next, ok := l.t.nextDue()
+	return ok && !l.commits.breaker.NextRetry(next).After(now)
 }
 
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+// report publishes what the request table says (report.go).
+func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
+	defer l.reportSig.reported()
+	publish(l.reconciler, l.t, &l.status, l.health, now, reportParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		inFlight:    l.t.executing,
+		ownChanged:  l.ownChanged,
+		whole:       wholeError{op: "prune", err: l.full.lastErr},
+		lastRound:   l.commits.lastRound,
+		lastFull:    l.full.last,
+		healthTimer: &ts.health,
+	})
+}
+
+// explain answers Explain (report.go's explainKey) with why work waits
+// in this loop now.
+func (l *loop[Obj]) explain(key string, now time.Time) Explanation {
+	p := explainParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		timeout:     l.cfg.OperationTimeout,
+		retryAt:     l.commits.breaker.NextRetry,
+		queuedTask:  l.exec.WaitsForWorker,
+		unreadWhy:   "not read yet: the next round reads it",
+		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 	}
-}
-
-// loopTimers are the loop's wake-ups that are not channels of their own.
-type loopTimers struct {
-	round   clock.Timer // the round limiter allows the next round
-	retry   clock.Timer // the earliest retry is due
-	commit  clock.Timer // finished results have waited long enough
-	full    clock.Timer // the next periodic full reconciliation
-	refresh clock.Timer // the refresh limiter allows more marking
-	health  clock.Timer // a postponed health report is due
-}
-
-// newLoopTimers returns the loop's timers. The round limiter's waits are
-// a millisecond or less at the rates users pace rounds at, and every
-// change that comes while rounds are paced waits one: the round timer is
-// fine.
-func newLoopTimers() *loopTimers { return &loopTimers{round: clock.Timer{Fine: true}} }
-
-func (ts *loopTimers) stop() {
-	for _, t := range []*clock.Timer{&ts.round, &ts.retry, &ts.commit, &ts.full, &ts.refresh, &ts.health} {
-		t.Close()
+	switch {
+	case l.suspended():
+		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
+	case l.full.draining():
+		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
+		p.queuedWhy = p.unreadWhy
+	case l.roundRoom() <= 0:
+		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
 	}
+	if l.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
+	}
+	e := explainKey(l.reconciler, l.t, key, p, now)
+	e.Changed = l.reportSig.wait()
+	return e
 }

@@ -6,60 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"sync/atomic"
-	"unsafe"
 
-	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 )
-
-// reconciler is the Reconciler handed to users. Its loop runs as a job of
-// the module's job group; the fields here are shared with that loop.
-type reconciler[Obj comparable] struct {
-	cfg      Config[Obj]
-	log      *slog.Logger
-	db       *statedb.DB
-	primary  statedb.Indexer[Obj]
-	metrics  ReconcilerMetrics
-	id       ReconcilerID
-	progress *progress
-
-	// triggerFull carries TriggerFullReconciliation requests to the loop.
-	// Capacity one: requests made while one is queued fold into it.
-	triggerFull chan struct{}
-
-	// paused is set while suspended; wake tells the loop it changed.
-	paused atomic.Bool
-	wake   chan struct{}
-
-	// snapshot is the latest StatusSnapshot, published by the loop.
-	snapshot atomic.Pointer[StatusSnapshot]
-
-	// pointerObjects is set when Obj is a pointer type, where a clone that
-	// equals its original is the original itself.
-	pointerObjects bool
-
-	// realized holds the latest realization latencies, for Status().
-	realized realizationWindow
-
-	// initializerAtNew is set when the table had a pending initializer
-	// when New ran: one that completes before the loop starts leaves no
-	// trace the loop could see (feed.noInitializer).
-	initializerAtNew bool
-
-	// registry and name are where the loop looks for other reconcilers on
-	// the same table (shared.go); shared is the conflict it found, owned
-	// by the loop goroutine.
-	registry *Registry
-	regName  string
-	shared   sharedCheck
-
-	// session is how Explain reaches the loop.
-	session *loopSession
-}
-
-var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
 
 // New validates cfg, fills in the defaults and adds the reconciler's loop to
 // p.JobGroup; the loop starts with the hive. It fails, with an error that
@@ -182,32 +132,53 @@ func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
 	return r.WaitUntilSettled(ctx, r.cfg.Table.Revision(r.db.ReadTxn()))
 }
 
-// run is the job: it runs the loop of the target's shape until ctx ends.
-func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
+// Explain implements Reconciler.
+func (r *reconciler[Obj]) Explain(ctx context.Context, key []byte) (Explanation, error) {
 	sess := r.session
-	sess.started.Store(true)
-	defer close(sess.done)
-	if r.cfg.SyncOperations != nil {
-		return newSyncLoop(r, health).run(ctx, sess.ask)
+	req := explainRequest{key: string(key), reply: make(chan Explanation, 1)}
+	select {
+	case sess.ask <- req:
+	case <-sess.done:
+		return Explanation{}, fmt.Errorf("%s: %w", r.id.DisplayName(), ErrNotRunning)
+	case <-ctx.Done():
+		if !sess.started.Load() {
+			return Explanation{}, fmt.Errorf("%s: %w: %w", r.id.DisplayName(), ErrNotRunning, ctx.Err())
+		}
+		return Explanation{}, ctx.Err()
 	}
-	return newLoop(r, health).run(ctx, sess.ask)
+	select {
+	case e := <-req.reply:
+		return e, nil
+	case <-ctx.Done():
+		return Explanation{}, ctx.Err()
+	}
 }
 
-// keyOf returns obj's primary key as a string without copying it: statedb
-// keys are never mutated once made, so viewing the bytes as a string is safe.
-//
-// An object without a primary key yields "". statedb stores no such object
-// (since v0.9 its insert of one is a no-op), so every object the loops read
-// from the table has a key; the one place a keyless object can appear is
-// what Config.SetObjectStatus returns, and the status write checks that
-// (writeKeyChanged), reporting it as a misconfiguration on the object.
-func (r *reconciler[Obj]) keyOf(obj Obj) string {
-	k, _ := r.primary.ObjectToKey(obj)
-	return unsafe.String(unsafe.SliceData(k), len(k))
+// explainText answers Explain for a key given as text: the table's own
+// string form of its primary key (as db/show takes it), the key's bytes,
+// or the hex form printableKey shows for keys that are not printable.
+func (r *reconciler[Obj]) explainText(ctx context.Context, text string) (Explanation, error) {
+	key := []byte(text)
+	if name := primaryIndexName(r.primary); name != "" {
+		txn := r.db.ReadTxn()
+		if obj, _, found, err := (statedb.AnyTable{Meta: r.cfg.Table}).Get(txn, name, text); err == nil && found {
+			if k, ok := r.primary.ObjectToKey(obj.(Obj)); ok {
+				key = k
+			}
+		}
+	}
+	return r.Explain(ctx, key)
 }
 
-// queryOf returns the primary-key query for obj (see keyOf).
-func (r *reconciler[Obj]) queryOf(obj Obj) statedb.Query[Obj] {
-	q, _ := r.primary.QueryFromObject(obj)
-	return q
+// primaryIndexName is the name of the table's primary index, when its
+// indexer is a statedb.Index (a struct with a Name field); else "".
+func primaryIndexName(ix any) string {
+	v := reflect.ValueOf(ix)
+	if v.Kind() != reflect.Struct {
+		return ""
+	}
+	if f := v.FieldByName("Name"); f.IsValid() && f.Kind() == reflect.String {
+		return f.String()
+	}
+	return ""
 }

@@ -6,129 +6,190 @@ import (
 
 	"github.com/cilium/statedb"
 	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/reconciler/internal/clock"
 )
 
-// Refresh marks an object Refreshing once it has been Done (or given up on
-// in Error) for Config.RefreshInterval, so that Update repairs drift in the
-// target. It runs on a schedule of its own, whatever Prune does: an object
-// is refreshed within RefreshInterval and one round of its last status
-// write, paced by RefreshRateLimiter.
+// Refresh marks an object Refreshing once it has been Done (or given up
+// on) for RefreshInterval, so that Update repairs drift in the target. It
+// runs on a timer of its own, whatever Prune does, paced by
+// RefreshRateLimiter. What is due comes from two places, and an object
+// skipped by one is always due in the other:
 //
-// It walks the table in revision order, oldest write first. A status write
-// moves its object to the end of that order, so revision order is
-// UpdatedAt order for the objects this reconciler wrote: the walk stops at
-// the first object not due yet and sleeps until it is, and every object
-// behind it is younger. The mark of how far it went (refreshState.from)
-// only moves forward; an object written again comes after it. So a step
-// costs what is due, never the table's size.
+//   - Objects with no row in the request table, Done (or in Error with no
+//     retry kept), come from a walk of the table in revision order, oldest
+//     write first: a status write moves its object to the end of that
+//     order, so the walk stops at the first object not due yet and every
+//     one behind it is younger. The mark of how far it went only moves
+//     forward, past objects it looked at; it skips the keys that have a
+//     row, because the row brings them back.
+//   - Rows bring them back: a given-up (Held) row is due RefreshInterval
+//     after it was given up, and a row whose refresh could not be marked
+//     when it was due (not owned at that moment) is RefreshDue, and due
+//     again soon. Every other row ends in a status write, which puts its
+//     object ahead of the walk again, or in NotOwned, which a gain
+//     reconciles anyway.
+//
+// So a step costs what is due, never the table's size.
 
-// refreshState is how far the walk went and when it goes on.
-type refreshState struct {
-	from statedb.Revision // the lowest revision not examined yet
-	at   time.Time        // when the next step is due; zero: at once
-	// atEnd is set when the last step examined every object: then an
-	// object written since (readTo >= from) is looked at without waiting
-	// for at, for it may carry an old status (a restored or preloaded
-	// Done object is due at once).
+// refresher is where refresh stands.
+type refresher[Obj comparable] struct {
+	*reconciler[Obj]
+	t    *requests[Obj]
+	from statedb.Revision // the lowest revision the walk has not looked at
+	at   time.Time        // when the walk goes on; zero: at once
+	// atEnd is set when the walk looked at every object: then an object
+	// written since (readTo >= from) is looked at without waiting for at,
+	// for it may carry an old status (a restored Done object is due at
+	// once).
 	atEnd bool
 }
 
-// refreshScanLimit bounds the objects one refresh step examines, so that
-// a step never stalls the loop (objects skipped as not refreshable count
-// too: a table of outstanding or unowned objects is walked in steps).
+// refreshScanLimit bounds the objects one step of the walk looks at, so
+// that a step never stalls the loop.
 const refreshScanLimit = 10000
 
-// dueObject is an object a step marks Refreshing.
+// refreshRetry is how soon a refresh put off because the key was not owned
+// at that moment is tried again (or RefreshInterval, if shorter).
+const refreshRetry = time.Second
+
+// dueObject is an object a step marks Refreshing, with the status it was
+// found due in.
 type dueObject[Obj any] struct {
 	key string
 	obj Obj
 	rev statedb.Revision
+	st  Status
 }
 
-// stepRefresh marks what is due, up to what the rate limiter allows and
-// RoundSize, and arms the refresh timer for the next step. It looks on a
-// read snapshot and takes the table's write lock only to mark.
-func (l *loop[Obj]) stepRefresh(ctx context.Context, now time.Time, ts *loopTimers) {
-	if l.cfg.RefreshInterval == Off || l.suspended() || ctx.Err() != nil {
+// step marks what is due, up to what the rate limiter allows and
+// RoundSize, and arms timer for the next step. It looks on a read
+// snapshot and takes the table's write lock only to mark.
+func (f *refresher[Obj]) step(ctx context.Context, now time.Time, readTo statedb.Revision, timer *clock.Timer) {
+	if f.cfg.RefreshInterval == Off || f.suspended() || ctx.Err() != nil {
 		return
 	}
-	written := l.refresh.atEnd && l.readTo >= l.refresh.from
-	if now.Before(l.refresh.at) && !written {
-		ts.refresh.ArmAt(l.refresh.at)
+	rowAt, rowDue := f.t.nextRefresh()
+	written := f.atEnd && readTo >= f.from
+	if now.Before(f.at) && !written && (!rowDue || now.Before(rowAt)) {
+		timer.ArmAt(f.nextAt(now))
 		return
 	}
-	lim := l.cfg.RefreshRateLimiter
-	allowed := l.cfg.RoundSize
+	lim := f.cfg.RefreshRateLimiter
+	allowed := f.cfg.RoundSize
 	if lim.Limit() != rate.Inf {
-		allowed = min(allowed, int(lim.TokensAt(now)))
-		if allowed < 1 {
-			ts.refresh.ArmAt(tokenAt(lim, now))
+		if allowed = min(allowed, int(lim.TokensAt(now))); allowed < 1 {
+			timer.ArmAt(tokenAt(lim, now))
 			return
 		}
 	}
-	due, next := l.findDue(l.db.ReadTxn(), now, allowed)
-	if marked := l.markRefreshing(ctx, due, now); marked > 0 && lim.Limit() != rate.Inf {
+	due := f.dueRows(now, allowed)
+	if !now.Before(f.at) || written {
+		due = f.walk(f.db.ReadTxn(), now, allowed-len(due), due)
+	}
+	if marked := f.mark(ctx, due, now); marked > 0 && lim.Limit() != rate.Inf {
 		lim.AllowN(now, marked)
 	}
-	if next.IsZero() {
-		next = tokenAt(lim, now) // more is due: go on when the limiter allows
-	}
-	l.refresh.at = next
-	ts.refresh.ArmAt(next)
+	timer.ArmAt(f.nextAt(now))
 }
 
-// findDue walks from where the last step stopped and returns up to allowed
-// due objects to mark. next is when the first object not due yet will be,
-// or zero when the step stopped with more due (or more to look at).
-func (l *loop[Obj]) findDue(txn statedb.ReadTxn, now time.Time, allowed int) (due []dueObject[Obj], next time.Time) {
-	cutoff := now.Add(-l.cfg.RefreshInterval)
-	scanned := 0
-	l.refresh.atEnd = false
-	for obj, rev := range l.cfg.Table.LowerBound(txn, statedb.ByRevision[Obj](l.refresh.from)) {
-		if len(due) >= allowed || scanned >= refreshScanLimit {
-			return due, time.Time{}
+// nextAt is when the next step is due: the walk's time or the earliest
+// row's, once the limiter has a token.
+func (f *refresher[Obj]) nextAt(now time.Time) time.Time {
+	next := f.at
+	if at, ok := f.t.nextRefresh(); ok && (next.IsZero() || at.Before(next)) {
+		next = at
+	}
+	return later(later(next, now), tokenAt(f.cfg.RefreshRateLimiter, now))
+}
+
+// dueRows takes up to allowed rows whose refresh is due.
+func (f *refresher[Obj]) dueRows(now time.Time, allowed int) []dueObject[Obj] {
+	var due []dueObject[Obj]
+	for len(due) < allowed {
+		r, ok := f.t.popRefresh(now)
+		if !ok {
+			break
 		}
-		st := l.cfg.GetObjectStatus(obj)
+		due = append(due, dueObject[Obj]{key: r.key, obj: r.obj, rev: r.rev, st: r.expect})
+		f.t.unschedule(r, now) // marked, or put off again, below
+	}
+	return due
+}
+
+// walk goes on from where the last step stopped and adds up to allowed
+// due objects without a row to due. It sets when the walk goes on next:
+// when the first object not due yet will be, or at once when it stopped
+// with more to look at.
+func (f *refresher[Obj]) walk(txn statedb.ReadTxn, now time.Time, allowed int, due []dueObject[Obj]) []dueObject[Obj] {
+	cutoff := now.Add(-f.cfg.RefreshInterval)
+	scanned, found := 0, 0
+	f.atEnd = false
+	for obj, rev := range f.cfg.Table.LowerBound(txn, statedb.ByRevision[Obj](f.from)) {
+		if found >= allowed || scanned >= refreshScanLimit {
+			f.at = time.Time{}
+			return due
+		}
+		st := f.cfg.GetObjectStatus(obj)
 		if st.UpdatedAt.After(cutoff) {
-			// Not due yet, nor, but for statuses written with an old
-			// time, anything written after it. (Due is "at least
-			// RefreshInterval old", so that next is after now: on a
-			// clock that does not move while the loop runs, a synctest
-			// bubble's, "due at now" would spin.)
-			return due, st.UpdatedAt.Add(l.cfg.RefreshInterval)
+			// Not due yet, nor (but for statuses written with an old
+			// time) anything after it. Due is "at least RefreshInterval
+			// old", so that the next step is after now: on a clock that
+			// does not move while the loop runs, "due at now" would spin.
+			f.at = st.UpdatedAt.Add(f.cfg.RefreshInterval)
+			return due
 		}
 		scanned++
-		l.refresh.from = rev + 1
-		if key := l.keyOf(obj); l.refreshable(key, st) {
-			due = append(due, dueObject[Obj]{key, obj, rev})
+		f.from = rev + 1
+		if key := f.keyOf(obj); f.refreshable(key, st) {
+			due = append(due, dueObject[Obj]{key: key, obj: obj, rev: rev, st: st})
+			found++
 		}
 	}
-	// Nothing left to look at: an object written from now on is looked
-	// at when it is read (atEnd), else after RefreshInterval.
-	l.refresh.atEnd = true
-	return due, now.Add(l.cfg.RefreshInterval)
+	f.atEnd = true
+	f.at = now.Add(f.cfg.RefreshInterval)
+	return due
 }
 
-// markRefreshing marks the due objects Refreshing in one write
-// transaction; one that changed since it was found is left to its change.
-// It returns how many it marked.
-func (l *loop[Obj]) markRefreshing(ctx context.Context, due []dueObject[Obj], now time.Time) int {
+// refreshable reports whether the walk refreshes an object whose status
+// is st: Done, or failed with no retry kept, and no row to bring it back
+// (Held, NotOwned, Unset and outstanding rows do; a Draining one only
+// waits for an old attempt).
+func (f *refresher[Obj]) refreshable(key string, st Status) bool {
+	if r := f.t.rows[key]; r != nil && r.state != stDraining {
+		return false
+	}
+	return st.Kind == StatusKindDone || st.Kind == StatusKindError
+}
+
+// mark marks the due objects Refreshing in one write transaction. One
+// whose status changed since it was found is left to its change (another
+// change, the status unchanged, is marked all the same); one whose key
+// this replica does not own at this moment is put off (RefreshDue): it is
+// not lost if ownership comes back without Changed ever firing. It
+// returns how many it marked.
+func (f *refresher[Obj]) mark(ctx context.Context, due []dueObject[Obj], now time.Time) int {
 	if len(due) == 0 {
 		return 0
 	}
-	wtxn := l.db.WriteTxn(l.cfg.Table)
+	wtxn := f.db.WriteTxn(f.cfg.Table)
 	defer wtxn.Abort()
 	marked := 0
+	var putOff []dueObject[Obj]
 	for _, d := range due {
-		if !l.ownsKey(d.key) {
-			continue // the write rule: no status into another replica's key, asked in the transaction
+		if !f.ownsKey(d.key) { // the write rule: asked in the transaction
+			putOff = append(putOff, d)
+			continue
 		}
-		clone, err := l.clone(d.obj)
+		cur, rev, found := f.cfg.Table.Get(wtxn, f.queryOf(d.obj))
+		if !found || !sameStatus(f.cfg.GetObjectStatus(cur), d.st) {
+			continue
+		}
+		clone, err := f.clone(cur)
 		if err != nil {
 			continue // reported when an operation's clone fails
 		}
-		obj := l.cfg.SetObjectStatus(clone, Status{Kind: StatusKindRefreshing, UpdatedAt: now, ID: newStatusID()})
-		if _, _, err := l.cfg.Table.CompareAndSwap(wtxn, d.rev, obj); err == nil {
+		if _, _, err := f.cfg.Table.CompareAndSwap(wtxn, rev, f.cfg.SetObjectStatus(clone, StatusRefreshing())); err == nil {
 			marked++
 		}
 	}
@@ -136,20 +197,10 @@ func (l *loop[Obj]) markRefreshing(ctx context.Context, due []dueObject[Obj], no
 		return 0 // stopping: write nothing
 	}
 	wtxn.Commit()
+	for _, d := range putOff {
+		f.t.refreshLater(d.key, change[Obj]{obj: d.obj, rev: d.rev}, now.Add(min(refreshRetry, f.cfg.RefreshInterval)), now)
+	}
 	return marked
-}
-
-// refreshable reports whether an object whose status is st, due by its
-// age, is refreshed: Done, or given up on (Error with no retry coming),
-// and not another replica's. An Unset object never is: it asks nothing.
-func (l *loop[Obj]) refreshable(key string, st Status) bool {
-	if r, ok := l.work.byKey[key]; ok && r.state != stHeld {
-		return false // outstanding: it is being reconciled anyway
-	}
-	if _, unowned := l.work.unowned[key]; unowned {
-		return false // another replica's work
-	}
-	return st.Kind == StatusKindDone || st.Kind == StatusKindError
 }
 
 // tokenAt is when lim has a whole token: now, or later.

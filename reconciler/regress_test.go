@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -57,6 +58,13 @@ func (o *scriptedOps) count(key string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.calls[key]
+}
+
+// statuses are the status kinds of the objects Update got, in order.
+func (o *scriptedOps) statuses() []reconciler.StatusKind {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.seen)
 }
 
 // statusSetConfig is a config for reconciler name over the objects'
@@ -298,8 +306,14 @@ func TestRegressWaitReportsMisconfiguration(t *testing.T) {
 	if _, _, err := r.WaitUntilReconciled(ctx, rev); !errors.Is(err, reconciler.ErrInvalidConfig) {
 		t.Fatalf("WaitUntilReconciled = %v, want an error wrapping ErrInvalidConfig", err)
 	}
-	if got := f.get("x").Status.Kind; got != reconciler.StatusKindPending {
-		t.Errorf("x is %s: nothing can be written without a copy", got)
+	// The table and Status() agree: x is Error, and says why (the
+	// status is written through a plain copy of the object).
+	f.waitFor(ctx, t, "x written Error", func() bool { return f.get("x").Status.Kind == reconciler.StatusKindError })
+	if got := f.get("x").Status.Error; !strings.Contains(got, "CloneObject returned the object itself") {
+		t.Errorf("x's error %q does not say CloneObject is broken", got)
+	}
+	if got := r.Status().Objects; got.Error != 1 || got.Pending != 0 {
+		t.Errorf("Status() counts %+v, want x in Error as the table says", got)
 	}
 }
 

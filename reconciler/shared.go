@@ -80,67 +80,28 @@ func sharesStatus(a, b statusAccessor) bool {
 func checkStatusOwners(existing []statusAccessor, acc statusAccessor) error {
 	for _, other := range existing {
 		if other.table == acc.table && sharesStatus(acc, other) {
-			return fmt.Errorf("%w: reconcilers %q and %q on table %q read and write the same status: "+
-				"give each its own (a StatusSet entry per Config.Name), or one would take the other's Done for its own",
-				ErrInvalidConfig, other.name, acc.name, acc.table)
+			return sharedStatusError(other.name, acc.name, acc.table)
 		}
 	}
 	return nil
 }
 
-// sharedCheck is a loop's runtime check for a status shared with another
-// reconciler on its table. It costs one branch per change once done.
-type sharedCheck struct {
-	others []statusAccessor // the other reconcilers on the table, as the loop began
-	done   bool
-	err    error // the conflict found, for health
+// sharedStatusError says that reconcilers a and b on table share a status.
+func sharedStatusError(a, b, table string) error {
+	return fmt.Errorf("%w: reconcilers %q and %q on table %q read and write the same status: "+
+		"give each its own (a StatusSet entry per Config.Name), or one takes the other's Done for its own",
+		ErrInvalidConfig, a, b, table)
 }
 
-// start takes the other reconcilers registered on table.
-func (c *sharedCheck) start(reg *Registry, name, table string) {
-	*c = sharedCheck{done: true}
-	if reg == nil {
-		return
-	}
+// others returns the accessors of the reconcilers on table but name.
+func (reg *Registry) others(name, table string) []statusAccessor {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	var out []statusAccessor
 	for _, acc := range reg.accessors {
 		if acc.table == table && acc.name != name {
-			c.others = append(c.others, acc)
+			out = append(out, acc)
 		}
 	}
-	c.done = len(c.others) == 0
-}
-
-// check looks at obj, whose status as this reconciler reads it is st. A
-// Done or Error with a time was written by a reconciler at its own
-// moment: another reconciler that reads exactly it from obj shares the
-// status. One such object settles the question either way.
-func (c *sharedCheck) check(obj any, st Status, name, table string) error {
-	if st.Kind != StatusKindDone && st.Kind != StatusKindError || st.UpdatedAt.IsZero() {
-		return nil
-	}
-	c.done = true
-	for _, other := range c.others {
-		if got, ok := other.get(obj); ok && got.Kind == st.Kind && got.UpdatedAt.Equal(st.UpdatedAt) && got.Error == st.Error && got.ID == st.ID {
-			c.err = fmt.Errorf("%w: reconcilers %q and %q on table %q read and write the same status: "+
-				"give each its own (a StatusSet entry per Config.Name), or one takes the other's Done for its own",
-				ErrInvalidConfig, other.name, name, table)
-			return c.err
-		}
-	}
-	return nil
-}
-
-// checkShared runs the shared-status check on a change's object while it
-// is not done. It reports whether it found a conflict, for health.
-func (r *reconciler[Obj]) checkShared(obj Obj, st Status) bool {
-	if r.shared.done {
-		return false
-	}
-	err := r.shared.check(obj, st, r.regName, r.cfg.Table.Name())
-	if err != nil {
-		r.log.Error("Reconciler misconfigured; objects are silently left unreconciled", "error", err)
-	}
-	return err != nil
+	return out
 }

@@ -131,16 +131,3 @@ func (r *reconciler[Obj]) Status() StatusSnapshot {
 		Realization: r.realized.info(),
 	}
 }
-
-// baseSnapshot is a snapshot with what every loop reports alike filled in.
-func (r *reconciler[Obj]) baseSnapshot(now time.Time, h *healthState, initialized bool) *StatusSnapshot {
-	return &StatusSnapshot{
-		Module:       r.id.ModuleID,
-		Name:         r.cfg.Name,
-		Table:        r.cfg.Table.Name(),
-		Suspended:    r.suspended(),
-		Initialized:  initialized,
-		RecentErrors: h.recent.list(),
-		UpdatedAt:    now,
-	}
-}

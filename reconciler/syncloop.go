@@ -2,29 +2,29 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/converge-go/converge/reconciler/internal/clock"
-	"github.com/converge-go/converge/reconciler/internal/retry"
-
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler/internal/clock"
 )
 
-// The whole-set loop (SyncOperations). It reads the table's changes as they
-// come into the same outstanding-work structure as the per-object loop
-// (work.go), and runs one Sync at a time over a snapshot, when the
-// debounce allows, for every request at once: a Sync is the executor. Its
-// result is written into every object it covered (syncresult.go), under
-// the one write rule (commit.go), and everything reported is derived from
-// the work, as in the per-object loop (report.go).
+// The whole-set loop (SyncOperations). It reads the table's changes into
+// the same request table as the per-object loop (request.go), and runs one
+// Sync at a time over a snapshot, when the debounce allows, for every row
+// at once: a Sync is the executor (execute.go's runSync). Its result is
+// judged, written and settled for every row it covered by the per-object
+// loop's rules (commit.go), and everything reported is derived from the
+// table (report.go).
 
-// syncRun is one Sync: its snapshot, the requests it covers, its result.
+// syncRun is one Sync: its snapshot, the rows it covers, its result.
 type syncRun[Obj any] struct {
 	txn   statedb.ReadTxn
-	id    uint64          // the attempt id of its requests
-	taken []*request[Obj] // the requests taken; those still carrying id are its
+	id    uint64          // the attempt id of its rows
+	taken []*request[Obj] // the rows taken; those still carrying id are its
 	// all is set when no Sync has succeeded yet in this run: the changes
 	// are every object of the snapshot, and the deletes read since.
 	all      bool
@@ -35,135 +35,96 @@ type syncRun[Obj any] struct {
 	// settled is set once the loop recorded its outcome: at its deadline
 	// (OperationTimeout), its result when it returns is discarded.
 	settled bool
-
-	// Set by the Sync's goroutine.
-	err error
-	dur time.Duration
+	err     error // set by the Sync's goroutine
+	dur     time.Duration
 }
 
-// syncLoop is the state of one run of a whole-set reconciler, owned by its
-// goroutine; the running Sync's goroutine owns only its syncRun until it
-// hands it back on done.
+// syncLoop is one run of a whole-set reconciler, owned by its goroutine;
+// the running Sync's goroutine owns only its syncRun until it hands it
+// back on done.
 type syncLoop[Obj comparable] struct {
 	*reconciler[Obj]
 	health cell.Health
 	feed[Obj]
-	work *work[Obj]
-
-	// readTo is the last revision the change iterator returned; readAll
-	// is set once every change present when the run began is read.
-	readTo  statedb.Revision
-	readAll bool
-	// ownChanged is Ownership.Changed's channel, taken before Owns(nil)
-	// was last asked.
-	ownChanged <-chan struct{}
-	// unreadWaits counts the Sync starts put off in a row because the
-	// snapshot held a change not read yet; bounded so that a change the
-	// iterator never returns cannot stop the Syncs.
-	unreadWaits int
-
-	backoff retry.Backoff
+	t       *requests[Obj]
+	runner  runner[Obj]
+	commits *committer[Obj]
 	status  healthState
-	// failLog logs failed Syncs as the per-object loop logs failed
-	// objects: a new error at once, the same one at most once a minute.
-	failLog   failureLog
-	loggedErr string
-	loggedAt  time.Time
 
-	// synced is set once a Sync succeeded in this run: from then on a
-	// Sync's changes are the outstanding requests.
-	synced bool
-	// firstChange and lastChange are when the first and the latest new
-	// request since the last Sync started were read (zero when none):
-	// the debounce looks at them.
-	firstChange time.Time
-	lastChange  time.Time
+	ownChanged  <-chan struct{} // Ownership.Changed's, taken before Owns(nil) was last asked
+	unreadWaits int             // Sync starts put off in a row for a change not read yet
+	// synced is set once a Sync succeeded in this run; firstChange and
+	// lastChange are when the first and the latest request since the last
+	// Sync started were read (the debounce looks at them).
+	synced                  bool
+	firstChange, lastChange time.Time
 
 	running   *syncRun[Obj]
 	done      chan *syncRun[Obj] // the running Sync's result; capacity one
 	overdue   chan *syncRun[Obj] // a Sync passed OperationTimeout; capacity one
 	isOverdue bool
 	wg        sync.WaitGroup
-	taken     []*request[Obj] // reused from Sync to Sync
-	ownWrites revRanges       // the revisions of the latest status commits
 
 	lastStart  time.Time
 	fullWanted bool
 	failures   int   // Syncs in a row that failed as a whole: their backoff
 	down       bool  // the last Sync failed as a whole: new changes wait for its retry
 	lastErr    error // the last Sync's error as a whole, for health
-	lastRound  RoundInfo
 	lastFull   FullInfo
 	dirty      bool // report after this step
 
 	next, full, healthTimer clock.Timer
-
-	// While a Sync waits for its debounce (firstChange is set), new
-	// changes are read at most every SyncDebounce.readEvery(): not before
-	// readAt. readHeld is set while changes wait unread for readTimer.
+	// While a Sync waits for its debounce, new changes are read at most
+	// every SyncDebounce.readEvery(): not before readAt; readHeld while
+	// changes wait unread for readTimer.
 	readAt    time.Time
 	readHeld  bool
 	readTimer clock.Timer
 
-	// ask carries Explain's questions; reportSig is Explanation.Changed.
 	ask       <-chan explainRequest
 	reportSig reportSignal
 }
 
-// maxUnreadWaits bounds unreadWaits: the window it waits out is a
-// commit closing its watch channels, microseconds long.
+// maxUnreadWaits bounds unreadWaits: the window it waits out is a commit
+// closing its watch channels, microseconds long.
 const maxUnreadWaits = 100
 
 func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLoop[Obj] {
-	return &syncLoop[Obj]{
-		reconciler: r,
-		health:     health,
-		work:       newWork[Obj](false),
-		backoff:    retry.NewBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
-		status:     newHealthState(),
-		failLog:    newFailureLog(r.log),
-		done:       make(chan *syncRun[Obj], 1),
-		overdue:    make(chan *syncRun[Obj], 1),
+	s := &syncLoop[Obj]{reconciler: r, health: health, t: r.newRequests(false), status: newHealthState(),
+		done: make(chan *syncRun[Obj], 1), overdue: make(chan *syncRun[Obj], 1),
 		// The first Sync runs once the table is initialized, even with
 		// nothing in it: the target must then be emptied.
-		fullWanted: true,
-		dirty:      true,
-	}
+		fullWanted: true, dirty: true}
+	s.runner = runner[Obj]{reconciler: r}
+	s.commits = newCommitter(r, s.t, &s.status)
+	return s
 }
 
 func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 	s.ask = ask
-	if err := s.start(); err != nil {
-		return err
-	}
-	defer s.stop()
-	for {
-		now := time.Now()
-		s.step(ctx, now)
-		if !s.sleep(ctx) {
-			return nil
-		}
-	}
-}
-
-// start opens the change iterator.
-func (s *syncLoop[Obj]) start() error {
 	if s.cfg.Ownership != nil {
 		s.ownChanged = s.cfg.Ownership.Changed()
 	}
 	s.shared.start(s.registry, s.regName, s.cfg.Table.Name())
-	return s.feed.open(s.db, s.cfg.Table, s.initializerAtNew)
-}
-
-// stop waits for a running Sync, which sees a cancelled context; its
-// result is dropped: nothing is written after Stop.
-func (s *syncLoop[Obj]) stop() {
-	s.wg.Wait()
-	for _, t := range []*clock.Timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
-		t.Disarm()
+	if err := s.feed.open(s.db, s.cfg.Table, s.initializerAtNew); err != nil {
+		return err
 	}
-	s.changes.Close()
-	s.reportSig.reported()
+	defer func() {
+		// A running Sync sees a cancelled context; its result is dropped.
+		s.wg.Wait()
+		for _, t := range []*clock.Timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
+			t.Disarm()
+		}
+		s.changes.Close()
+		s.reportSig.reported()
+	}()
+	for ctx.Err() == nil {
+		s.step(ctx, time.Now())
+		if !s.sleep(ctx) {
+			break
+		}
+	}
+	return nil
 }
 
 // step reads new changes, starts a Sync when one is due (or arms the timer
@@ -188,7 +149,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 			s.startSync(ctx, now)
 		}
 	}
-	if s.dirty || s.status.dirty || s.work.dirty {
+	if s.dirty || s.status.dirty || s.t.dirty {
 		s.report(now)
 	}
 }
@@ -219,7 +180,10 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	case run := <-s.done:
 		s.finishSync(ctx, run, time.Now())
 	case run := <-s.overdue:
-		s.syncOverdue(ctx, run, time.Now())
+		if run == s.running && !run.settled { // else its result came first, with ErrTimeout
+			s.isOverdue, run.settled = true, true
+			s.settleRun(ctx, run, timeoutError(OpSync, s.cfg.OperationTimeout), s.cfg.OperationTimeout, time.Now())
+		}
 	case <-s.wake:
 		s.dirty = true
 	case req := <-s.ask:
@@ -236,88 +200,264 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	return true
 }
 
-// read takes the changes up to txn into the outstanding work.
+// read takes the changes up to txn into the request table.
 func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 	seq, watch := s.changes.Next(txn)
-	// As in the per-object loop (pull): a change read now may have been
-	// made at any revision after what was read before.
-	askedAt := s.readTo + 1
+	askedAt := s.readTo + 1 // as in the per-object loop's pull
 	for ch, rev := range seq {
 		s.readTo = rev
-		if s.onChange(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, askedAt, now) {
+		if s.t.read(change[Obj]{obj: ch.Object, rev: ch.Revision, deleted: ch.Deleted}, &s.commits.own, askedAt, s.startRev, now) {
 			if s.firstChange.IsZero() {
 				s.firstChange = now
 			}
 			s.lastChange = now
 		}
 	}
-	if !s.readAll {
-		// Deletes from before the run left no change to read: the first
-		// read covers the table as it was when the run began. After it,
-		// the mark moves only with what the iterator returns (see pull).
-		s.readAll = true
-		s.readTo = max(s.readTo, s.startRev)
-	}
-	s.ownWrites.readPast(s.readTo)
+	s.markRead(true)
+	s.commits.own.ReadPast(s.readTo)
 	s.changesWatch = watch
 	s.dirty = true // progress moves with readTo
 }
 
-// onChange decides what one change asks for, by the rule the per-object
-// loop reads changes by, and reports whether it made a new request.
-func (s *syncLoop[Obj]) onChange(ch change[Obj], askedAt statedb.Revision, now time.Time) bool {
-	return s.readChange(s.work, &s.ownWrites, &s.status, ch, askedAt, s.startRev, now)
-}
-
 // leading reports whether this replica syncs: always without
 // Config.Ownership, else while it owns the whole set. A loss of the lead
-// and a regain that both come before the loop looks again are not seen as
-// a new term (Ownership has no term to compare); a lead lost for less than
-// a step is rare, and its Syncs were fenced meanwhile.
+// and a regain before the loop looks again are not seen as a new term
+// (Ownership has no term to compare); its Syncs were fenced meanwhile.
 func (s *syncLoop[Obj]) leading() bool {
 	return s.cfg.Ownership == nil || s.cfg.Ownership.Owns(nil)
 }
 
-// standby notes that another replica leads: it may change the target
-// meanwhile, so this replica's next term begins with a Sync at once that
-// lists every object, as a run's first Sync does.
-func (s *syncLoop[Obj]) standby() {
-	s.synced, s.fullWanted = false, true
-}
-
 // nextSync is when the next Sync may start, if one is wanted: a full
-// reconciliation at once, new requests after their debounce (and, while
-// the target is down, not before the retry), failed ones at their retry.
+// reconciliation at once, new requests after their debounce (while the
+// target is down, not before the retry), failed ones at their retry
+// (paced by the breaker while it is open).
 func (s *syncLoop[Obj]) nextSync(now time.Time) (time.Time, bool) {
 	if !s.leading() {
-		s.standby()
+		// Another replica may change the target meanwhile: this
+		// replica's next term begins with a Sync of every object.
+		s.synced, s.fullWanted = false, true
 		return time.Time{}, false
 	}
 	if s.running != nil || s.suspended() {
 		return time.Time{}, false
 	}
 	if ok, wait := s.desiredComplete(s.db, s.cfg.Table, s.cfg.InitialPruneDelay, s.log); !ok {
-		if wait > 0 {
-			return now.Add(wait), true
-		}
-		return time.Time{}, false
+		return now.Add(wait), wait > 0
 	}
 	if s.fullWanted {
 		return now, true
 	}
-	retryAt, retry := s.work.nextDue()
+	retryAt, retry := s.t.nextDue()
+	retryAt = s.commits.breaker.NextRetry(retryAt)
 	var at time.Time
 	ok := !s.firstChange.IsZero()
 	if ok {
 		at = s.cfg.SyncDebounce.due(s.firstChange, s.lastChange, s.lastStart)
 		if s.down && retry {
-			// The target is down: new changes wait for the retry, so a
-			// trickle of them does not hammer it.
-			at = later(at, retryAt)
+			at = later(at, retryAt) // a trickle of changes does not hammer a dead target
 		}
 	}
 	if retry && (!ok || retryAt.Before(at)) {
 		at, ok = retryAt, true
 	}
 	return at, ok
+}
+
+// startSync hands every row with work, up to a fresh snapshot, to a Sync
+// on its own goroutine.
+func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
+	txn := s.db.ReadTxn()
+	s.read(txn, now) // the changes handed over are exactly the snapshot's
+	if s.readTo < s.cfg.Table.Revision(txn) && s.unreadWaits < maxUnreadWaits {
+		// The snapshot holds a change the iterator did not return: its
+		// commit published the data and is closing the watch channels
+		// right now. Start once it is read (the loop wakes then).
+		s.unreadWaits++
+		s.next.Arm(time.Millisecond)
+		return
+	}
+	s.unreadWaits = 0
+	s.commits.breaker.AllowRetries(now, 1) // a Sync is one canary
+	taken, id := s.t.takeAll(nil, now)
+	run := &syncRun[Obj]{txn: txn, id: id, taken: taken, all: !s.synced, full: s.fullWanted, failures: s.failures, start: now}
+	for _, r := range taken {
+		if r.deleted || !run.all {
+			run.changes = append(run.changes, Change[Obj]{Object: r.obj, Revision: r.rev, Deleted: r.deleted})
+		}
+	}
+	s.firstChange, s.lastChange, s.fullWanted, s.lastStart = time.Time{}, time.Time{}, false, now
+	s.full.Disarm()
+	s.running, s.dirty = run, true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		// Past OperationTimeout it keeps its place (no second Sync runs
+		// beside it); the signal names its run, so that one that comes
+		// after its result (call returns ErrTimeout then too) fails no
+		// later Sync.
+		overrun := func() {
+			select {
+			case s.overdue <- run:
+			case <-ctx.Done():
+			}
+		}
+		start := time.Now()
+		run.err = s.runner.runSync(ctx, run, overrun)
+		run.dur = time.Since(start)
+		s.done <- run // never blocks: one Sync at a time
+	}()
+}
+
+// finishSync takes a Sync's result when its goroutine hands it back.
+func (s *syncLoop[Obj]) finishSync(ctx context.Context, run *syncRun[Obj], now time.Time) {
+	s.running, s.isOverdue, s.dirty = nil, false, true
+	if !run.settled {
+		s.settleRun(ctx, run, run.err, run.dur, now)
+	}
+}
+
+// settleRun records the outcome err of Sync run for every row it still
+// covers, in write transactions of at most RoundSize statuses.
+func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err error, dur time.Duration, now time.Time) {
+	if ctx.Err() != nil {
+		return // stopping: nothing is written after Stop
+	}
+	mine := run.taken[:0]
+	for _, r := range run.taken {
+		if s.t.syncResult(r, run.id) {
+			mine = append(mine, r)
+		}
+	}
+	if !s.leading() {
+		// Another replica leads now: nothing is written here, and the
+		// rows wait for this replica's next term.
+		for _, r := range mine {
+			s.t.untake(r)
+		}
+		s.synced, s.fullWanted = false, true
+		return
+	}
+	failed, whole := s.perObject(err)
+	s.metrics.Operation(OpSync, s.classify(whole, run.failures), 0, dur)
+	if run.full {
+		s.metrics.FullReconciliation(now.Sub(run.start), whole)
+		s.lastFull = FullInfo{At: now, Duration: now.Sub(run.start)}
+		if whole != nil {
+			s.lastFull.Error = whole.Error()
+		}
+	}
+	s.wholeOutcome(whole)
+	counts := map[Result]int{}
+	outcomes := make([]outcome[Obj], 0, len(mine))
+	for _, r := range mine {
+		o := outcome[Obj]{r: r, op: OpSync, attempt: run.id, err: whole, rev: r.rev}
+		if whole != nil && !isDeferral(whole) {
+			o.failures = s.failures // the target is down: the Syncs' backoff
+		}
+		if f, ok := failed[r.key]; ok {
+			delete(failed, r.key)
+			o.err = f.Err
+		}
+		counts[s.classify(o.err, r.attempts)]++
+		outcomes = append(outcomes, o)
+	}
+	// Objects the Sync failed that asked for nothing (the renderer rejects
+	// them now): Error as of the snapshot, and retried.
+	for _, r := range s.unchangedFailures(run, failed, now) {
+		counts[s.classify(failed[r.key].Err, 0)]++
+		outcomes = append(outcomes, outcome[Obj]{r: r, op: OpSync, err: failed[r.key].Err, rev: r.rev})
+	}
+	for rest := outcomes; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
+		job := s.commits.newJob(now)
+		for i := range rest[:min(len(rest), s.cfg.RoundSize)] {
+			s.commits.judgeInto(job, &rest[i], now)
+		}
+		s.commits.commit(ctx, job, false, now)
+	}
+	for res, n := range counts {
+		s.metrics.BatchEntries(OpSync, res, n)
+	}
+	if s.cfg.FullReconciliationInterval != Off {
+		s.full.Arm(s.cfg.FullReconciliationInterval)
+	}
+}
+
+// wholeOutcome records what the Sync as a whole came to: the backoff of
+// the Syncs failing in a row and health's error.
+func (s *syncLoop[Obj]) wholeOutcome(whole error) {
+	switch {
+	case whole == nil:
+		s.down, s.lastErr, s.failures, s.synced = false, nil, 0, true
+	case isDeferral(whole):
+		// Not ready, not a failure: statuses stay, the rows wait.
+	default:
+		s.down, s.failures = true, s.failures+1
+		_, s.lastErr = s.failure(whole, s.failures-1)
+	}
+}
+
+// unchangedFailures makes requests of the objects in failed that no row
+// of the Sync covered and nothing newer asks for.
+func (s *syncLoop[Obj]) unchangedFailures(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []*request[Obj] {
+	var out []*request[Obj]
+	for key, f := range failed {
+		if s.t.rows[key] != nil {
+			continue // a newer request covers it
+		}
+		obj, rev, found := s.cfg.Table.Get(run.txn, s.queryOf(f.Object))
+		if !found || s.cfg.GetObjectStatus(obj).Kind == StatusKindUnset {
+			continue // gone, or asks nothing: no status is written into it
+		}
+		r := s.t.add(key, change[Obj]{obj: obj, rev: rev}, Status{Kind: StatusKindPending}, rev, now)
+		s.t.setExpect(r, s.cfg.GetObjectStatus(obj))
+		out = append(out, r)
+	}
+	return out
+}
+
+// report publishes what the request table says (report.go). A replica
+// that does not lead keeps its rows for a takeover, but reports them as
+// another replica's.
+func (s *syncLoop[Obj]) report(now time.Time) {
+	defer s.reportSig.reported()
+	whole := wholeError{op: "sync", err: s.lastErr}
+	if s.isOverdue {
+		whole.err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
+	}
+	inFlight := 0
+	if s.running != nil {
+		inFlight = 1
+	}
+	publish(s.reconciler, s.t, &s.status, s.health, now, reportParts{
+		readTo: s.readTo, initialized: s.initialized, inFlight: inFlight, standby: !s.leading(),
+		ownChanged: s.ownChanged, whole: whole, lastRound: s.commits.lastRound, lastFull: s.lastFull,
+		healthTimer: &s.healthTimer,
+	})
+	s.dirty = false
+}
+
+// explain answers Explain (report.go's explainKey) with why work waits
+// in this loop now.
+func (s *syncLoop[Obj]) explain(key string, now time.Time) Explanation {
+	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
+		retryAt:   s.commits.breaker.NextRetry,
+		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
+		queuedWhy: "waiting for the next Sync (debounce)",
+	}
+	switch {
+	case s.suspended():
+		p.queuedWhy = "suspended: no Sync starts until Resume"
+	case !s.initialized:
+		p.queuedWhy = "the first Sync waits until the table is initialized"
+	case !s.leading():
+		p.queuedWhy = "another replica leads: it syncs"
+	case s.down:
+		p.queuedWhy = "the target is down: the next Sync waits for its retry"
+	}
+	if s.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
+	}
+	e := explainKey(s.reconciler, s.t, key, p, now)
+	e.Changed = s.reportSig.wait()
+	return e
 }

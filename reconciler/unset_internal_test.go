@@ -17,46 +17,49 @@ func TestDecideUnsetWithdraws(t *testing.T) {
 	now := time.Now()
 	pending := Status{Kind: StatusKindPending, ID: 7}
 	ch := func(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
-	states := map[string]func(w *work[int], r *request[int]){
-		"queued":   func(*work[int], *request[int]) {},
-		"retrying": func(w *work[int], r *request[int]) { w.retry(r, now.Add(time.Second), false, "boom", now) },
-		"held":     func(w *work[int], r *request[int]) { w.hold(r, "boom", false, now) },
-		"running": func(w *work[int], r *request[int]) {
-			if taken := w.takeReady(nil); len(taken) != 1 {
-				t.Fatalf("takeReady = %v", taken)
+	states := map[string]func(tb *requests[int], r *request[int]){
+		"queued":   func(*requests[int], *request[int]) {},
+		"retrying": func(tb *requests[int], r *request[int]) { tb.retry(r, now.Add(time.Second), whyBackoff, "boom", now) },
+		"held":     func(tb *requests[int], r *request[int]) { tb.hold(r, whyPermanent, "boom", now.Add(time.Hour), now) },
+		"running": func(tb *requests[int], r *request[int]) {
+			if taken := tb.take(nil, now); len(taken) != 1 {
+				t.Fatalf("take = %v", taken)
 			}
 		},
-		"failed delete": func(w *work[int], r *request[int]) {
-			w.add("k", change[int]{obj: 1, rev: 9, deleted: true}, Status{}, 9, now)
-			w.retry(w.byKey["k"], now.Add(time.Second), false, "delete: boom", now)
+		"failed delete": func(tb *requests[int], r *request[int]) {
+			tb.add("k", change[int]{obj: 1, rev: 9, deleted: true}, Status{}, 9, now)
+			tb.retry(tb.rows["k"], now.Add(time.Second), whyBackoff, "delete: boom", now)
 		},
 	}
 	for name, enter := range states {
 		t.Run(name, func(t *testing.T) {
-			w := newWork[int](true)
-			r := w.add("k", ch(10), pending, 10, now)
-			enter(w, r)
+			tb := newTestTable(true)
+			r := tb.add("k", ch(10), pending, 10, now)
+			enter(tb, r)
 			attempt := r.attempt
-			if w.decide("k", ch(11), StatusUnset(), 11, 0, now) {
+			if tb.decide("k", ch(11), StatusUnset(), 11, 0, now) {
 				t.Fatal("decide queued a request for an Unset object")
 			}
-			if got := w.byKey["k"]; got != nil && got.state != stGone {
-				t.Fatalf("the request is still outstanding, in state %d", got.state)
+			if got := tb.rows["k"]; got == nil || got.state != stUnset || got.detail != nil {
+				t.Fatalf("the key's row is %+v, want a bare Unset row", got)
 			}
-			if w.failing != 0 || w.failingDeletes != 0 || len(w.byDue.items) != 0 || len(w.active) != 0 || w.kinds != ([statusKindCount]int{}) {
-				t.Errorf("counts after Unset: failing %d, retries %d, active %d, kinds %v; want none",
-					w.failing, len(w.byDue.items), len(w.active), w.kinds)
+			if tb.failing != 0 || tb.failingDeletes != 0 || tb.byDue.Len() != 0 || tb.refreshQ.Len() != 0 ||
+				len(tb.active) != 0 || tb.kinds != ([statusKindCount]int{}) {
+				t.Errorf("counts after Unset: failing %d, retries %d, refreshes %d, active %d, kinds %v; want none",
+					tb.failing, tb.byDue.Len(), tb.refreshQ.Len(), len(tb.active), tb.kinds)
 			}
-			if _, ok := w.unset["k"]; !ok || len(w.unset) != 1 {
-				t.Errorf("unset = %v, want k counted Unset", w.unset)
+			if tb.n[stUnset] != 1 {
+				t.Errorf("%d Unset rows, want k counted Unset", tb.n[stUnset])
 			}
-			if attempt != 0 && w.returned(r, attempt) {
+			if attempt != 0 && tb.returned(r, attempt) {
 				t.Errorf("the running attempt's result is still wanted")
 			}
+			checkTable(t, tb, 0)
 			// Pending again: a request, and no longer counted Unset.
-			if !w.decide("k", ch(12), Status{Kind: StatusKindPending, ID: 8}, 12, 0, now) || len(w.unset) != 0 {
-				t.Errorf("Pending after Unset: no request, or still counted Unset (%v)", w.unset)
+			if !tb.decide("k", ch(12), Status{Kind: StatusKindPending, ID: 8}, 12, 0, now) || tb.n[stUnset] != 0 {
+				t.Errorf("Pending after Unset: no request, or still counted Unset (%d)", tb.n[stUnset])
 			}
+			checkTable(t, tb, 1)
 		})
 	}
 }
@@ -84,7 +87,7 @@ func TestWriteStatusUnsetSupersedes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &reconciler[*wobj]{
+	r := &committer[*wobj]{reconciler: &reconciler[*wobj]{
 		cfg: Config[*wobj]{
 			Table:           table,
 			GetObjectStatus: func(o *wobj) Status { return o.Status },
@@ -94,7 +97,7 @@ func TestWriteStatusUnsetSupersedes(t *testing.T) {
 		db:             db,
 		primary:        table.PrimaryIndexer(),
 		pointerObjects: true,
-	}
+	}}
 	put := func(o *wobj) statedb.Revision {
 		wtxn := db.WriteTxn(table)
 		if _, _, err := table.Insert(wtxn, o); err != nil {
@@ -107,7 +110,7 @@ func TestWriteStatusUnsetSupersedes(t *testing.T) {
 	rev := put(seen)
 	put(&wobj{ID: "x", Status: StatusUnset()})
 
-	w := statusWrite[*wobj]{key: "x", obj: seen, rev: rev, expect: asked, status: StatusDone()}
+	w := statusWrite[*wobj]{key: "x", obj: seen, rev: rev, target: &wobj{ID: "x", Status: asked}, expect: asked, status: StatusDone()}
 	wtxn := db.WriteTxn(table)
 	outcome := r.writeStatus(wtxn, &w)
 	wtxn.Commit()

@@ -1,4 +1,4 @@
-package reconciler
+package retry
 
 import (
 	"bytes"
@@ -14,22 +14,22 @@ import (
 // and a flood is capped with the suppressed lines counted.
 func TestFailureLog(t *testing.T) {
 	var buf bytes.Buffer
-	fl := newFailureLog(slog.New(slog.NewTextHandler(&buf, nil)))
+	fl := NewFailureLog(slog.New(slog.NewTextHandler(&buf, nil)))
 	now := time.Unix(1000, 0)
 	var lastErr string
 	var lastAt time.Time
 	lines := func() int { return strings.Count(buf.String(), "Operation failed") }
 
-	fl.write(&lastErr, &lastAt, "k", OpUpdate, "refused", 1, now)
-	fl.write(&lastErr, &lastAt, "k", OpUpdate, "refused", 2, now.Add(time.Second))
+	fl.Write(&lastErr, &lastAt, "k", "update", "refused", 1, now)
+	fl.Write(&lastErr, &lastAt, "k", "update", "refused", 2, now.Add(time.Second))
 	if got := lines(); got != 1 {
 		t.Fatalf("%d lines after a failure and its repeat a second later, want 1", got)
 	}
-	fl.write(&lastErr, &lastAt, "k", OpUpdate, "timeout", 3, now.Add(2*time.Second))
+	fl.Write(&lastErr, &lastAt, "k", "update", "timeout", 3, now.Add(2*time.Second))
 	if got := lines(); got != 2 {
 		t.Fatalf("%d lines after the error changed, want 2", got)
 	}
-	fl.write(&lastErr, &lastAt, "k", OpUpdate, "timeout", 4, now.Add(2*time.Second+failureLogRepeat))
+	fl.Write(&lastErr, &lastAt, "k", "update", "timeout", 4, now.Add(2*time.Second+failureLogRepeat))
 	if got := lines(); got != 3 {
 		t.Fatalf("%d lines after the same error a minute later, want 3", got)
 	}
@@ -43,14 +43,14 @@ func TestFailureLog(t *testing.T) {
 	for i := range 100_000 {
 		var e string
 		var at time.Time
-		fl.write(&e, &at, fmt.Sprint(i), OpUpdate, "refused", 1, flood)
+		fl.Write(&e, &at, fmt.Sprint(i), "update", "refused", 1, flood)
 	}
 	if got := lines(); got > failureLogBurst+failureLogRate {
 		t.Fatalf("%d lines for 100k failures in one second, want at most %d", got, failureLogBurst+failureLogRate)
 	}
 	var e string
 	var at time.Time
-	fl.write(&e, &at, "late", OpUpdate, "refused", 1, flood.Add(time.Second))
+	fl.Write(&e, &at, "late", "update", "refused", 1, flood.Add(time.Second))
 	if !strings.Contains(buf.String(), "suppressed=") {
 		t.Errorf("the next line does not count the suppressed ones:\n%s", buf.String()[max(0, buf.Len()-300):])
 	}

@@ -1,0 +1,48 @@
+package revs
+
+import "testing"
+
+// TestRangesBacklog: a range is recognized a whole backlog later, however
+// many others came in between, out-of-order ones included, and forgotten
+// once read past.
+func TestRangesBacklog(t *testing.T) {
+	var rr Ranges
+	for i := range 100 {
+		from := uint64(1000*i + 501)
+		rr.Add(Range{From: from, To: from + 499})
+	}
+	// Out of order: a range learned after a later one.
+	rr.Add(Range{From: 100_501, To: 100_600})
+	rr.Add(Range{From: 100_101, To: 100_200})
+	for i := range 100 {
+		if rev := uint64(1000*i + 1); rr.Has(rev) {
+			t.Fatalf("Has(%d): not in a range", rev)
+		}
+		if rev := uint64(1000*i + 600); !rr.Has(rev) {
+			t.Fatalf("Has(%d): in a range added %d ranges before the last", rev, 100-i)
+		}
+	}
+	if !rr.Has(100_150) || rr.Has(100_300) || !rr.Has(100_550) {
+		t.Fatal("the out-of-order range is not where it belongs")
+	}
+	rr.ReadPast(200_000)
+	if rr.Len() != 0 {
+		t.Fatalf("%d ranges kept after reading past them all", rr.Len())
+	}
+}
+
+// TestSharedMoveTo: ranges collected elsewhere join the reader's.
+func TestSharedMoveTo(t *testing.T) {
+	var s Shared
+	var rr Ranges
+	s.Add(Range{From: 10, To: 20})
+	s.Add(Range{From: 5, To: 1}) // empty: ignored
+	s.MoveTo(&rr)
+	if !rr.Has(15) || rr.Len() != 1 {
+		t.Fatalf("after MoveTo: Has(15) %v, %d ranges", rr.Has(15), rr.Len())
+	}
+	s.MoveTo(&rr)
+	if rr.Len() != 1 {
+		t.Fatal("MoveTo handed the same ranges twice")
+	}
+}

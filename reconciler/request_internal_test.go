@@ -1,0 +1,345 @@
+package reconciler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// newTestTable is a request table over int objects whose key is their
+// decimal form and whose status is always Pending.
+func newTestTable(dispatch bool) *requests[int] {
+	return newRequests(dispatch, func(o int) string { return strconv.Itoa(o) },
+		func(int) Status { return Status{Kind: StatusKindPending} }, func(int, Status) {})
+}
+
+func pendingCh(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
+
+// checkTable fails unless every structure the request table keeps is what
+// its rows say (the table written next to its fields in request.go).
+func checkTable(t *testing.T, tb *requests[int], step int) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("step %d: "+format, append([]any{step}, args...)...)
+	}
+	var n [reqStateCount]int
+	var kinds [statusKindCount]int
+	failing, executing, active, retrying, refreshing := 0, 0, 0, 0, 0
+	for key, r := range tb.rows {
+		if r.key != key || r.state >= reqStateCount {
+			fail("row %q holds key %q, state %d", key, r.key, r.state)
+		}
+		n[r.state]++
+		bare := r.state == stNotOwned || r.state == stUnset || r.state == stDraining
+		switch {
+		case bare != (r.detail == nil):
+			fail("row %q in state %d has detail %v", key, r.state, r.detail != nil)
+		case r.state == stBusy && r.running == 0, r.state == stQueued && r.running != 0:
+			fail("row %q: state %d with running %d", key, r.state, r.running)
+		case r.state == stDraining && r.running == 0:
+			fail("row %q drains with no attempt running", key)
+		}
+		executing += b2i(r.running != 0)
+		switch r.state {
+		case stQueued, stBusy, stRunning, stCommitting:
+			active++
+			m := activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried}
+			if tb.active[r.activeIdx] != r || tb.marks[r.activeIdx] != m {
+				fail("row %q: not at active[%d], or its mark %+v is not %+v", key, r.activeIdx, tb.marks[r.activeIdx], m)
+			}
+		case stRetrying:
+			retrying++
+			if tb.byDue.Items[r.dueIdx] != r || tb.byAsk.Items[r.askIdx] != r {
+				fail("row %q is not where the retry heaps say", key)
+			}
+		case stHeld, stRefreshDue:
+			if !r.due.IsZero() {
+				refreshing++
+				if tb.refreshQ.Items[r.refreshIdx] != r {
+					fail("row %q is not where the refresh heap says", key)
+				}
+			}
+		}
+		if r.detail != nil && r.err != "" {
+			failing++
+		}
+		if r.counted() {
+			kind := r.expect.Kind
+			if r.err != "" {
+				kind = StatusKindError
+			}
+			kinds[kind]++
+		}
+	}
+	switch {
+	case n != tb.n:
+		fail("rows per state %v, counted %v", n, tb.n)
+	case kinds != tb.kinds:
+		fail("kinds %v, counted %v", kinds, tb.kinds)
+	case failing != tb.failing || executing != tb.executing:
+		fail("failing %d, executing %d; counted %d, %d", failing, executing, tb.failing, tb.executing)
+	case active != len(tb.active) || active != len(tb.marks):
+		fail("%d active rows, %d in active, %d marks", active, len(tb.active), len(tb.marks))
+	case retrying != tb.byDue.Len() || retrying != tb.byAsk.Len() || refreshing != tb.refreshQ.Len():
+		fail("%d retrying (heaps %d, %d), %d to refresh (heap %d)", retrying, tb.byDue.Len(), tb.byAsk.Len(), refreshing, tb.refreshQ.Len())
+	}
+}
+
+// tableDriver drives a request table through random transitions of both
+// executors: changes, dispatch, results, retries, Syncs taken and
+// untaken, ownership lost and gained, Unset, refresh put off, settling.
+type tableDriver struct {
+	rng     *rand.Rand
+	t       *requests[int]
+	now     time.Time
+	rev     statedb.Revision
+	running []*request[int]
+}
+
+// step makes one random transition.
+func (d *tableDriver) step() {
+	tb := d.t
+	d.now = d.now.Add(time.Duration(d.rng.IntN(5)) * time.Millisecond)
+	var r *request[int]
+	if len(d.running) > 0 {
+		r = d.running[d.rng.IntN(len(d.running))]
+	}
+	key := "k" + strconv.Itoa(d.rng.IntN(12))
+	switch op := d.rng.IntN(14); {
+	case op <= 1: // a change
+		d.rev++
+		tb.add(key, change[int]{obj: int(d.rev), rev: d.rev, deleted: op == 1 && d.rng.IntN(4) == 0},
+			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, d.rev-statedb.Revision(d.rng.IntN(2)), d.now)
+	case op == 2: // dispatch
+		d.running = tb.take(d.running[:0], d.now)
+	case op == 3: // a Sync takes everything
+		d.running, _ = tb.takeAll(d.running[:0], d.now)
+	case op == 6: // due retries come back
+		for r, ok := tb.popDue(d.now); ok; r, ok = tb.popDue(d.now) {
+			tb.requeue(r, d.now)
+		}
+	case op == 9: // ownership lost, or gained back
+		if d.rng.IntN(2) == 0 {
+			tb.lose(key, d.rng.IntN(3) == 0, d.rev)
+		} else if at, ok := tb.gained(key); ok {
+			tb.add(key, change[int]{obj: 1, rev: d.rev}, Status{Kind: StatusKindPending, ID: 1}, at, d.now)
+		}
+	case op == 10: // Unset, or not
+		tb.unset(key, d.rng.IntN(2) == 0)
+	case op == 11: // a refresh put off, or due
+		if d.rng.IntN(2) == 0 {
+			tb.refreshLater(key, change[int]{obj: 1, rev: d.rev}, d.now.Add(time.Millisecond), d.now)
+		} else if r, ok := tb.popRefresh(d.now); ok {
+			tb.unschedule(r, d.now)
+		}
+	case r == nil || r.detail == nil || (op != 7 && r.state != stRunning):
+	case op == 4: // a result: failed, retried later
+		tb.returned(r, r.running)
+		tb.setTried(r)
+		tb.retry(r, d.now.Add(time.Millisecond), whyBackoff, "boom", d.now)
+	case op == 5: // a result: settled
+		tb.returned(r, r.running)
+		tb.setTried(r)
+		tb.settle(r)
+	case op == 7: // a Sync that did not run
+		tb.untake(r)
+	case op == 8: // a result in, its write out
+		if tb.returned(r, r.attempt) {
+			tb.setTried(r)
+			tb.writeOut(r, 0, d.now)
+		}
+	case op == 12: // given up on, refreshed later
+		tb.returned(r, r.running)
+		tb.hold(r, whyPermanent, "bad", d.now.Add(time.Millisecond), d.now)
+	case op == 13: // overdue
+		tb.overdue(r, r.attempt)
+	}
+}
+
+// viewByWalk is view read from the active rows themselves, not their
+// marks: the two must agree.
+func viewByWalk(tb *requests[int], readTo statedb.Revision, now time.Time) tableView[int] {
+	v := tableView[int]{reconciled: readTo, retryLow: ^statedb.Revision(0), oldestPicked: now}
+	for _, r := range tb.active {
+		if !r.tried {
+			v.reconciled = min(v.reconciled, r.askedAt-1)
+		}
+		if v.oldest == nil || r.askedAt < v.oldest.askedAt {
+			v.oldest = r
+		}
+		if r.pickedAt.Before(v.oldestPicked) {
+			v.oldestPicked = r.pickedAt
+		}
+	}
+	tb.finishView(&v)
+	return v
+}
+
+// TestRequestTableInvariants drives the request table through random
+// transitions and checks after each that every structure it keeps is
+// what its rows say, and that the view a report reads from the marks is
+// the one the rows themselves give. Replay a seed with its subtest name.
+func TestRequestTableInvariants(t *testing.T) {
+	for seed := uint64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			d := &tableDriver{rng: rand.New(rand.NewPCG(seed, 0)), t: newTestTable(seed%2 == 0), now: time.Unix(1000, 0)}
+			for step := range 600 {
+				d.step()
+				checkTable(t, d.t, step)
+				got, want := d.t.view(d.rev, d.now), viewByWalk(d.t, d.rev, d.now)
+				if got.reconciled != want.reconciled || got.retryLow != want.retryLow ||
+					!got.oldestPicked.Equal(want.oldestPicked) || (got.oldest == nil) != (want.oldest == nil) ||
+					(got.oldest != nil && got.oldest.askedAt != want.oldest.askedAt) {
+					t.Fatalf("step %d: view %+v, by walking the rows %+v", step, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestCommittingRequest covers a row whose status write is out on the
+// committer: it takes no room in a round, stays outstanding for the waits
+// until landed, and a write that comes back after the row was replaced
+// or settled is not its.
+func TestCommittingRequest(t *testing.T) {
+	now := time.Now()
+	pending := Status{Kind: StatusKindPending, ID: 7}
+	start := func(t *testing.T) (*requests[int], *request[int], uint64) {
+		tb := newTestTable(true)
+		r := tb.add("k", pendingCh(10), pending, 10, now)
+		if taken := tb.take(nil, now); len(taken) != 1 || taken[0] != r {
+			t.Fatalf("take = %v, want the request", taken)
+		}
+		id := r.attempt
+		if !tb.returned(r, id) {
+			t.Fatal("the attempt's result is not wanted")
+		}
+		tb.writeOut(r, id, now)
+		return tb, r, id
+	}
+	t.Run("landed", func(t *testing.T) {
+		tb, r, id := start(t)
+		if tb.n[stCommitting] != 1 || len(tb.active) != 1 {
+			t.Fatalf("committing %d, active %d; want 1, 1", tb.n[stCommitting], len(tb.active))
+		}
+		// Outstanding for the waits: not settled, not yet attempted.
+		if v := tb.view(10, now); v.retryLow != 10 || v.reconciled != 9 {
+			t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
+		}
+		if tb.kinds[StatusKindPending] != 1 {
+			t.Fatalf("pending %d, want 1: the table holds Pending until the write lands", tb.kinds[StatusKindPending])
+		}
+		if !tb.writeBack(r, id) {
+			t.Fatal("writeBack: the write is the request's own")
+		}
+		tb.settle(r)
+		if tb.n[stCommitting] != 0 || len(tb.active) != 0 || len(tb.rows) != 0 {
+			t.Fatalf("after settling: committing %d, active %d, rows %d; want none", tb.n[stCommitting], len(tb.active), len(tb.rows))
+		}
+	})
+	t.Run("replaced meanwhile", func(t *testing.T) {
+		tb, r, id := start(t)
+		if newer := tb.add("k", pendingCh(11), Status{Kind: StatusKindPending, ID: 8}, 11, now); newer != r {
+			t.Fatal("the key's row was not reused") // the case that makes the id matter
+		}
+		if tb.n[stCommitting] != 0 || tb.writeBack(r, id) {
+			t.Fatal("a write that came back after its request was replaced was taken as the new request's")
+		}
+		if r.state != stQueued {
+			t.Fatalf("the newer request is in state %d, want Queued", r.state)
+		}
+	})
+	t.Run("settled meanwhile", func(t *testing.T) {
+		tb, r, id := start(t)
+		tb.settle(r) // e.g. disowned
+		if tb.writeBack(r, id) {
+			t.Fatal("a write that came back after its request settled was taken")
+		}
+		// The row is reused for another key and written out again under
+		// a newer attempt: the old id still is not its.
+		r2 := tb.add("other", pendingCh(12), pending, 12, now)
+		tb.take(nil, now)
+		id2 := r2.attempt
+		tb.returned(r2, id2)
+		tb.writeOut(r2, id2, now)
+		if r2 == r && tb.writeBack(r2, id) {
+			t.Fatal("an old attempt's write was taken by a reused row")
+		}
+		if !tb.writeBack(r2, id2) {
+			t.Fatal("the newer attempt's write is its own")
+		}
+	})
+}
+
+// TestKeyBusyTakesNoRoom follows a key whose attempt runs past its
+// timeout: the requests queued behind it, by a newer change or a due
+// retry, are Busy (no room in a round) until the attempt returns, however
+// they leave the queue.
+func TestKeyBusyTakesNoRoom(t *testing.T) {
+	now := time.Now()
+	tb := newTestTable(true)
+	busy := func(want int) {
+		t.Helper()
+		checkTable(t, tb, 0)
+		if tb.n[stBusy] != want {
+			t.Fatalf("%d Busy rows, want %d", tb.n[stBusy], want)
+		}
+	}
+	r := tb.add("k", pendingCh(1), Status{Kind: StatusKindPending, ID: 1}, 1, now)
+	tb.take(nil, now)
+	stuck := r.attempt
+	if !tb.overdue(r, stuck) {
+		t.Fatal("the overdue attempt's result is not wanted")
+	}
+	tb.retry(r, now, whyBackoff, "timeout", now)
+	busy(0)
+	tb.requeue(r, now) // the retry came due; the attempt still runs
+	busy(1)
+	if taken := tb.take(nil, now); len(taken) != 0 {
+		t.Fatalf("took %d requests while the key is busy", len(taken))
+	}
+	tb.add("k", pendingCh(2), Status{Kind: StatusKindPending, ID: 2}, 2, now) // a newer change replaces it
+	busy(1)
+	tb.settle(r) // e.g. given away
+	busy(0)
+	if r.state != stDraining {
+		t.Fatalf("a settled row whose attempt runs is in state %d, want Draining", r.state)
+	}
+	tb.add("k", pendingCh(3), Status{Kind: StatusKindPending, ID: 3}, 3, now) // gained again
+	busy(1)
+	tb.returned(r, stuck)
+	busy(0)
+	if taken := tb.take(nil, now); len(taken) != 1 || taken[0].rev != 3 {
+		t.Fatalf("took %v once the key is free, want the request of revision 3", taken)
+	}
+}
+
+// TestUnownedKeepsKeysOnly: a key not owned is a bare NotOwned row; its
+// delete, the owner's work, leaves nothing behind; a key gained counts
+// from the first change read while it was not owned.
+func TestUnownedKeepsKeysOnly(t *testing.T) {
+	now := time.Now()
+	tb := newTestTable(true)
+	tb.add("k", change[int]{obj: 1, rev: 5}, Status{Kind: StatusKindPending, ID: 1}, 5, now)
+	tb.lose("k", false, 5)
+	if r := tb.rows["k"]; r == nil || r.state != stNotOwned || r.detail != nil || len(tb.active) != 0 || r.askedAt != 5 {
+		t.Fatalf("after losing k: row %+v, %d active", r, len(tb.active))
+	}
+	tb.lose("k", false, 9) // a later change read while not owned
+	if at, ok := tb.gained("k"); !ok || at != 5 {
+		t.Fatalf("gained(k) = %d, %v; want 5, true", at, ok)
+	}
+	for i := range 1000 {
+		key := string(rune('a'+i%26)) + string(rune(i))
+		tb.lose(key, false, statedb.Revision(i+1))
+		tb.lose(key, true, statedb.Revision(i+2))
+	}
+	if len(tb.rows) != 0 || tb.n[stNotOwned] != 0 {
+		t.Fatalf("%d rows (%d NotOwned) kept for keys deleted while not owned", len(tb.rows), tb.n[stNotOwned])
+	}
+}
