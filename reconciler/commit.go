@@ -2,13 +2,14 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/cilium/statedb"
 
+	"github.com/converge-go/converge/reconciler/internal/health"
+	"github.com/converge-go/converge/reconciler/internal/pipeline"
 	"github.com/converge-go/converge/reconciler/internal/retry"
 	"github.com/converge-go/converge/reconciler/internal/revs"
 )
@@ -22,12 +23,12 @@ import (
 // whichever loop's.
 //
 // In the per-object loop, while more work waits, a commit's writes go to
-// the committer goroutine, so that the loop reads and dispatches the next
-// round while they are written: at most maxOutJobs commits are out, one
-// written and one queued behind it; they come back in order, and their
-// requests wait in Committing until the loop lands them. A request
-// replaced or settled meanwhile is told apart by its attempt id
-// (writeBack), so a write that comes back late moves nothing on.
+// the committer goroutine (internal/pipeline), so that the loop reads and
+// dispatches the next round while they are written: at most maxOutJobs
+// commits are out, one written and one queued behind it; they come back
+// in order, and their requests wait in Committing until the loop lands
+// them. A request replaced or settled meanwhile is told apart by its
+// attempt id (writeBack), so a write that comes back late moves nothing.
 
 // outcome is what became of one request's attempt.
 type outcome[Obj any] struct {
@@ -73,7 +74,7 @@ type commitJob[Obj any] struct {
 type committer[Obj comparable] struct {
 	*reconciler[Obj]
 	t       *requests[Obj]
-	status  *healthState
+	status  *health.State
 	backoff retry.Backoff
 	breaker retry.Breaker
 	failLog retry.FailureLog
@@ -81,21 +82,15 @@ type committer[Obj comparable] struct {
 	// reading changes, the loop recognizes their echoes by them.
 	own revs.Ranges
 
-	// pipelines is set in the per-object loop: its commits may go to the
-	// committer goroutine. The committer goroutine's: jobs to it, back
-	// from it, and the ranges it wrote, published before each commit.
-	// The loop's: the jobs not in use, how many are out, and those back
-	// and not landed yet.
-	pipelines  bool
-	jobs, back chan *commitJob[Obj]
-	done       chan struct{}
-	written    revs.Shared
-	spare      []*commitJob[Obj]
-	out        int
-	got        []*commitJob[Obj]
+	// pipe is the committer goroutine (per-object loop only; nil in a
+	// whole-set loop, which writes inline), written the ranges it wrote,
+	// published before each commit, and spare the jobs not in use.
+	pipe    *pipeline.Stage[*commitJob[Obj]]
+	written revs.Shared
+	spare   []*commitJob[Obj]
 
 	lastRound RoundInfo
-	realized  []time.Duration
+	buf       []time.Duration // realization latencies of the commit landing
 }
 
 // maxOutJobs is how many commits may be out on the committer at once.
@@ -106,10 +101,40 @@ const maxOutJobs = 2
 // while they wait in Committing.
 var forcePipelined atomic.Bool
 
-func newCommitter[Obj comparable](r *reconciler[Obj], t *requests[Obj], status *healthState) *committer[Obj] {
+func newCommitter[Obj comparable](r *reconciler[Obj], t *requests[Obj], status *health.State) *committer[Obj] {
 	return &committer[Obj]{reconciler: r, t: t, status: status,
 		backoff: retry.NewBackoff(r.cfg.RetryBackoffMin, r.cfg.RetryBackoffMax),
 		breaker: retry.Breaker{Log: r.log}, failLog: retry.NewFailureLog(r.log)}
+}
+
+// outcome turns a worker's result into the outcome of its request, or
+// reports false for a result nobody waits for any more (its request was
+// replaced, it already counted as failed at its timeout, or its key is
+// another replica's now).
+func (c *committer[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj], bool) {
+	r := c.t.rows[res.key]
+	switch {
+	case r == nil:
+		return outcome[Obj]{}, false
+	case res.overdue:
+		if !c.t.overdue(r, res.attempt) {
+			return outcome[Obj]{}, false
+		}
+		res.err = timeoutError(res.op, c.cfg.OperationTimeout)
+		c.metrics.Operation(res.op, ResultTimeout, 1, c.cfg.OperationTimeout)
+	case !c.t.returned(r, res.attempt):
+		return outcome[Obj]{}, false
+	}
+	switch {
+	case res.notOwned && c.ownsKey(r.key):
+		c.t.requeue(r, now) // owned again since the worker looked: start anew
+		return outcome[Obj]{}, false
+	case res.notOwned || !c.ownsKey(r.key):
+		c.t.lose(r.key, r.deleted, r.askedAt) // no status is written for another replica's key
+		return outcome[Obj]{}, false
+	}
+	return outcome[Obj]{r: r, op: res.op, attempt: res.attempt, err: res.err, rev: res.rev,
+		target: res.target, hasTarget: res.cloned}, true
 }
 
 // judge decides what an outcome asks of the table: the verdict, and the
@@ -179,8 +204,8 @@ func (c *committer[Obj]) newJob(now time.Time) *commitJob[Obj] {
 }
 
 // hasRoom reports whether a commit can be made: fewer than maxOutJobs
-// are out or back and not landed.
-func (c *committer[Obj]) hasRoom() bool { return c.out+len(c.got) < maxOutJobs }
+// are out, or back and not landed.
+func (c *committer[Obj]) hasRoom() bool { return c.pipe == nil || c.pipe.Pending() < maxOutJobs }
 
 // release takes back a job the loop is done with, emptied.
 func (c *committer[Obj]) release(job *commitJob[Obj]) {
@@ -197,8 +222,10 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 	switch {
 	case ctx.Err() != nil:
 		// Stopping: nothing is written after Stop.
-	case len(job.writes) > 0 && c.pipelines && (c.out > 0 || pipelined || forcePipelined.Load()):
-		c.send(ctx, job)
+	case len(job.writes) > 0 && c.pipe != nil && (c.pipe.Out() > 0 || pipelined || forcePipelined.Load()):
+		c.pipe.Send(job, func(job *commitJob[Obj]) {
+			job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.written)
+		})
 		return
 	default:
 		job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.own)
@@ -209,81 +236,34 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 	c.release(job)
 }
 
-// send hands job to the committer goroutine, starting it the first time.
-func (c *committer[Obj]) send(ctx context.Context, job *commitJob[Obj]) {
-	if c.jobs == nil {
-		c.jobs = make(chan *commitJob[Obj], maxOutJobs)
-		c.back = make(chan *commitJob[Obj], maxOutJobs)
-		c.done = make(chan struct{})
-		go func() {
-			defer close(c.done)
-			for job := range c.jobs {
-				job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.written)
-				c.back <- job
-			}
-		}()
-	}
-	c.out++
-	c.jobs <- job
-}
-
-// backCh is the channel the loop waits on while a job is out; nil
-// otherwise. receive keeps a job that came back, for land.
-func (c *committer[Obj]) backCh() <-chan *commitJob[Obj] {
-	if c.out == 0 {
-		return nil
-	}
-	return c.back
-}
-
-func (c *committer[Obj]) receive(job *commitJob[Obj]) {
-	c.out--
-	c.got = append(c.got, job)
-}
-
-// land moves on the requests of the jobs that came back, oldest first,
-// and reports whether there were any. A job aborted at Stop moves nothing.
+// land moves on the requests of the jobs that came back from the
+// committer goroutine, oldest first, and reports whether there were any.
+// A job aborted at Stop moves nothing.
 func (c *committer[Obj]) land(now time.Time) bool {
-	for drained := false; c.out > 0 && !drained; {
-		select {
-		case job := <-c.back:
-			c.receive(job)
-		default:
-			drained = true
-		}
+	if c.pipe == nil {
+		return false
 	}
-	did := len(c.got) > 0
-	for _, job := range c.got {
+	back := c.pipe.Returned()
+	for _, job := range back {
 		if job.ok {
 			c.landJob(job, now)
 		}
 		c.release(job)
 	}
-	clear(c.got)
-	c.got = c.got[:0]
-	return did
+	return len(back) > 0
 }
 
 // ownWrites adds the revisions the committer goroutine wrote to own.
 func (c *committer[Obj]) ownWrites() {
-	if c.jobs != nil {
+	if c.pipe != nil && c.pipe.Started() {
 		c.written.MoveTo(&c.own)
-	}
-}
-
-// stop ends the committer goroutine once its jobs are done (aborted: the
-// run's context has ended by then).
-func (c *committer[Obj]) stop() {
-	if c.jobs != nil {
-		close(c.jobs)
-		<-c.done
 	}
 }
 
 // landJob moves on the requests of a commit whose writes are in the
 // table, and reports the round.
 func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {
-	realized := c.realized[:0]
+	realized := c.buf[:0]
 	for i := range job.verdicts {
 		v := &job.verdicts[i]
 		if !c.t.writeBack(v.r, v.attempt) {
@@ -294,7 +274,7 @@ func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {
 		}
 	}
 	c.reportRealized(realized)
-	c.realized = realized[:0]
+	c.buf = realized[:0]
 	if n := job.judged; n > 0 {
 		d := time.Since(job.oldest)
 		c.metrics.Round(n, d)
@@ -359,7 +339,7 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 		msg = "delete: " + msg
 	}
 	c.breaker.Observe(false, v.giveUp != whyNone, msg, r.attempts > 0, now, c.backoff)
-	c.status.recent.add(recentError{key: r.key, err: msg, at: now})
+	c.status.Recent.Add(health.Failure{Key: r.key, Err: msg, At: now})
 	c.failLog.Write(&r.loggedErr, &r.loggedAt, printableKey(r.key), string(v.op), msg, r.attempts+1, now)
 	r.attempts++
 	if v.giveUp != whyNone {
@@ -387,85 +367,12 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 
 var errKeyChanged = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
 
-// statusWrite is one status write into the table.
-type statusWrite[Obj any] struct {
-	key    string
-	obj    Obj              // the object the operation saw (its primary key finds the current one)
-	rev    statedb.Revision // its revision
-	target Obj              // the copy to write when the object is unchanged
-	expect Status           // this reconciler's status the write requires in the table
-	status Status           // the status to write
-	// fenced is set with Config.Ownership: the write lands only if this
-	// replica owns the key when it is made, in the write transaction.
-	fenced  bool
-	outcome writeOutcome
-	// current is this reconciler's status found in the table when the
-	// write did not land for want of expect.
-	current Status
-}
-
-// writeOutcome is what became of a status write.
-type writeOutcome uint8
-
-const (
-	writeLanded     writeOutcome = iota
-	writeSuperseded              // our status is a newer request now, or the object went: the change iterator delivers it
-	writeOwed                    // our status is a Done or Error the request did not expect: no newer request follows
-	writeNotOwned                // this replica does not own the key (Config.Ownership)
-	writeKeyChanged              // SetObjectStatus returned an object with another primary key
-)
-
-// writeStatus stores w's status if, and only if, this reconciler's status
-// in the current object is still the one the request expects, whatever
-// else changed (the data, another reconciler's status in a StatusSet),
-// and, for a fenced write, this replica owns the key. Otherwise it says
-// what it found instead (settle acts on it). When the object is exactly
-// the one the operation saw, the operation's clone is written, keeping
-// what Update set on it.
-func (c *committer[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
-	if w.fenced && !c.ownsKey(w.key) {
-		return writeNotOwned
+// reportRealized hands one commit's realization latencies to the metrics
+// and to the window Status() summarizes.
+func (c *committer[Obj]) reportRealized(latencies []time.Duration) {
+	if len(latencies) == 0 {
+		return
 	}
-	if outcome, done := c.swap(wtxn, w, w.rev, c.cfg.SetObjectStatus(w.target, w.status)); done {
-		return outcome
-	}
-	cur, rev, found := c.cfg.Table.Get(wtxn, c.queryOf(w.obj))
-	if !found {
-		return writeSuperseded // deleted: the delete follows
-	}
-	if st := c.cfg.GetObjectStatus(cur); !sameStatus(st, w.expect) {
-		w.current = st
-		if st.IsPendingOrRefreshing() || !st.Kind.Valid() || st.Kind == StatusKindUnset {
-			return writeSuperseded // a newer request (Unset: to withdraw this one) follows
-		}
-		return writeOwed
-	}
-	clone, err := c.clone(cur)
-	if err != nil {
-		clone, _ = shallowCopy(cur) // the Error that says so, written all the same
-	}
-	if outcome, done := c.swap(wtxn, w, rev, c.cfg.SetObjectStatus(clone, w.status)); done {
-		return outcome
-	}
-	return writeSuperseded
-}
-
-// swap writes obj, which SetObjectStatus returned, over the object at
-// revision rev. done is false when that object is no longer there at rev
-// but its key is (the caller looks at what replaced it). The key is
-// computed only when the swap fails: revisions are unique across the
-// table, so a swap that succeeded replaced this very object; and statedb
-// writes nothing, and reports no error, for an object without a primary
-// key (hadOld false).
-func (c *committer[Obj]) swap(wtxn statedb.WriteTxn, w *statusWrite[Obj], rev statedb.Revision, obj Obj) (writeOutcome, bool) {
-	_, hadOld, err := c.cfg.Table.CompareAndSwap(wtxn, rev, obj)
-	switch {
-	case err == nil && hadOld:
-		return writeLanded, true
-	case err == nil, c.keyOf(obj) != w.key:
-		return writeKeyChanged, true
-	case !errors.Is(err, statedb.ErrRevisionNotEqual):
-		return writeSuperseded, true // deleted meanwhile: the delete follows
-	}
-	return 0, false
+	c.metrics.Realized(latencies)
+	c.reconciler.realized.add(latencies)
 }

@@ -348,3 +348,28 @@ func (r *reconciler[Obj]) checkShared(obj Obj, st Status) {
 		}
 	}
 }
+
+// perObject splits a Sync's error into the failures of single objects
+// (FailObjects), by primary key, and the error of the whole Sync.
+func (r *reconciler[Obj]) perObject(err error) (objects map[string]ObjectFailure[Obj], whole error) {
+	var of *objectFailures[Obj]
+	if err == nil || !errors.As(err, &of) {
+		return nil, err
+	}
+	objects = make(map[string]ObjectFailure[Obj], len(of.failures))
+	for _, f := range of.failures {
+		if f.Err == nil {
+			f.Err = errors.New("failed")
+		}
+		objects[r.keyOf(f.Object)] = ObjectFailure[Obj]{Object: f.Object, Err: safeErr(OpSync, f.Err)}
+	}
+	return objects, nil
+}
+
+// errString is err's message, or "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

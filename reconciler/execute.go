@@ -5,14 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"time"
 
 	"github.com/cilium/statedb"
-
-	"github.com/converge-go/converge/reconciler/internal/revs"
 )
 
 // What runs off the loop: operations on the workers (internal/workers) or
@@ -376,36 +373,21 @@ func safeErr(op Op, err error) (out error) {
 	return err
 }
 
-// yieldEvery is how many status writes a long write transaction makes
-// between yields of its processor, when there are more workers than
-// processors: operations whose I/O completes meanwhile run first instead
-// of idling behind the transaction (benchmarks/README.md, slow-1ms c256).
-const yieldEvery = 64
-
-// writeAll makes the writes in one write transaction and returns what it
-// wrote. When ctx has ended it aborts and reports false: nothing is
-// written after Stop. Right before the commit, own learns the revisions
-// written, so that whoever reads the changes after it recognizes them as
-// this reconciler's own. It touches nothing but the table, own and the
-// writes' outcomes: it runs on the committer goroutine too.
-func (c *committer[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj], own interface{ Add(revs.Range) }) (time.Time, bool) {
-	if len(writes) == 0 {
-		return time.Time{}, true
-	}
-	yield := c.cfg.Concurrency > runtime.GOMAXPROCS(0)
-	wtxn := c.db.WriteTxn(c.cfg.Table)
-	from := c.cfg.Table.Revision(wtxn) + 1
-	for i := range writes {
-		writes[i].outcome = c.writeStatus(wtxn, &writes[i])
-		if yield && i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched()
-		}
-	}
-	if ctx.Err() != nil {
-		wtxn.Abort()
-		return time.Time{}, false
-	}
-	own.Add(revs.Range{From: from, To: c.cfg.Table.Revision(wtxn)})
-	wtxn.Commit()
-	return time.Now(), true
+// syncRun is one Sync: its snapshot, the rows it covers, its result.
+type syncRun[Obj any] struct {
+	txn   statedb.ReadTxn
+	id    uint64          // the attempt id of its rows
+	taken []*request[Obj] // the rows taken; those still carrying id are its
+	// all is set when no Sync has succeeded yet in this run: the changes
+	// are every object of the snapshot, and the deletes read since.
+	all      bool
+	changes  []Change[Obj]
+	full     bool // asked for by a full reconciliation
+	failures int  // Syncs in a row that failed as a whole before this one
+	start    time.Time
+	// settled is set once the loop recorded its outcome: at its deadline
+	// (OperationTimeout), its result when it returns is discarded.
+	settled bool
+	err     error // set by the Sync's goroutine
+	dur     time.Duration
 }

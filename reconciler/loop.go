@@ -8,6 +8,8 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/health"
+	"github.com/converge-go/converge/reconciler/internal/pipeline"
 	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
@@ -38,7 +40,7 @@ type loop[Obj comparable] struct {
 	commits *committer[Obj]
 	full    *fullState[Obj]
 	refresh *refresher[Obj]
-	status  healthState
+	status  health.State
 
 	// moreChanges is set when a round stopped before reading all changes.
 	moreChanges bool
@@ -68,12 +70,12 @@ type loopTimers struct {
 	health  clock.Timer // a postponed health report is due
 }
 
-func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] {
-	l := &loop[Obj]{reconciler: r, health: health, t: r.newRequests(true), status: newHealthState()}
+func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
+	l := &loop[Obj]{reconciler: r, health: hc, t: r.newRequests(true), status: health.New()}
 	l.runner = runner[Obj]{reconciler: r, nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{})}
 	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runner.runTask, overdue[Obj])
 	l.commits = newCommitter(r, l.t, &l.status)
-	l.commits.pipelines = true
+	l.commits.pipe = pipeline.New[*commitJob[Obj]](maxOutJobs)
 	l.full = &fullState[Obj]{reconciler: r, t: l.t, exec: l.exec, wanted: r.cfg.FullReconciliationInterval != Off}
 	l.refresh = &refresher[Obj]{reconciler: r, t: l.t}
 	if r.cfg.Ownership != nil {
@@ -98,7 +100,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		// Workers drop what they have not started and the running
 		// operations see a cancelled context; nothing is committed.
 		l.exec.Close()
-		l.commits.stop()
+		l.commits.pipe.Stop()
 		for _, t := range []*clock.Timer{&timers.round, &timers.retry, &timers.commit, &timers.full, &timers.refresh, &timers.health} {
 			t.Close()
 		}
@@ -122,7 +124,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
 	pulled := l.stepRound(now, ts)
 	dispatched := l.dispatch(ctx, now)
 	l.refresh.step(ctx, now, l.readTo, &ts.refresh)
-	if committed || pulled || dispatched || l.t.dirty || l.status.dirty {
+	if committed || pulled || dispatched || l.t.dirty || l.status.Dirty {
 		l.report(now, ts)
 	}
 }
@@ -153,43 +155,13 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		res := &l.results[i]
 		if res.op == OpPrune {
 			l.full.done(res, now, &ts.full)
-		} else if o, ok := l.outcome(res, now); ok {
+		} else if o, ok := l.commits.outcome(res, now); ok {
 			l.commits.judgeInto(job, &o, now)
 		}
 	}
 	clear(l.results)
 	l.commits.commit(ctx, job, l.moreChanges || l.retryDue(now), now)
 	return true
-}
-
-// outcome turns a worker's result into the outcome of its request, or
-// reports false for a result nobody waits for any more (its request was
-// replaced, it already counted as failed at its timeout, or its key is
-// another replica's now).
-func (l *loop[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj], bool) {
-	r := l.t.rows[res.key]
-	switch {
-	case r == nil:
-		return outcome[Obj]{}, false
-	case res.overdue:
-		if !l.t.overdue(r, res.attempt) {
-			return outcome[Obj]{}, false
-		}
-		res.err = timeoutError(res.op, l.cfg.OperationTimeout)
-		l.metrics.Operation(res.op, ResultTimeout, 1, l.cfg.OperationTimeout)
-	case !l.t.returned(r, res.attempt):
-		return outcome[Obj]{}, false
-	}
-	switch {
-	case res.notOwned && l.ownsKey(r.key):
-		l.t.requeue(r, now) // owned again since the worker looked: start anew
-		return outcome[Obj]{}, false
-	case res.notOwned || !l.ownsKey(r.key):
-		l.t.lose(r.key, r.deleted, r.askedAt) // no status is written for another replica's key
-		return outcome[Obj]{}, false
-	}
-	return outcome[Obj]{r: r, op: res.op, attempt: res.attempt, err: res.err, rev: res.rev,
-		target: res.target, hasTarget: res.cloned}, true
 }
 
 // canPull reports whether new work may be picked up: no full
@@ -339,12 +311,12 @@ func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
 	case <-l.triggerFull:
 		l.full.wanted = true
 	case <-l.exec.Notify():
-	case b := <-l.commits.backCh():
-		l.commits.receive(b)
+	case job := <-l.commits.pipe.Back():
+		l.commits.pipe.Receive(job)
 	case <-l.wake:
-		l.status.dirty = true
+		l.status.Dirty = true
 	case req := <-l.ask:
-		req.reply <- l.explain(req.key, time.Now())
+		req.reply <- explainLoop(l, req.key, time.Now())
 	case <-ts.round.C():
 		ts.round.Fired()
 	case <-ts.retry.C():
@@ -387,38 +359,10 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		initialized: l.initialized,
 		inFlight:    l.t.executing,
 		ownChanged:  l.ownChanged,
-		whole:       wholeError{op: "prune", err: l.full.lastErr},
+		whole:       health.Whole{Op: "prune", Err: l.full.lastErr},
 		lastRound:   l.commits.lastRound,
 		lastFull:    l.full.last,
 		healthTimer: &ts.health,
 	})
 }
 
-// explain answers Explain (report.go's explainKey) with why work waits
-// in this loop now.
-func (l *loop[Obj]) explain(key string, now time.Time) Explanation {
-	p := explainParts{
-		readTo:      l.readTo,
-		initialized: l.initialized,
-		timeout:     l.cfg.OperationTimeout,
-		retryAt:     l.commits.breaker.NextRetry,
-		queuedTask:  l.exec.WaitsForWorker,
-		unreadWhy:   "not read yet: the next round reads it",
-		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
-	}
-	switch {
-	case l.suspended():
-		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
-	case l.full.draining():
-		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
-		p.queuedWhy = p.unreadWhy
-	case l.roundRoom() <= 0:
-		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
-	}
-	if l.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
-	}
-	e := explainKey(l.reconciler, l.t, key, p, now)
-	e.Changed = l.reportSig.wait()
-	return e
-}

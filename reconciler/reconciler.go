@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 )
@@ -181,4 +183,117 @@ func primaryIndexName(ix any) string {
 		return f.String()
 	}
 	return ""
+}
+
+// Reconciler is a running reconciler for one table. New and Register return
+// it; the work itself runs as a job of the module's job group.
+type Reconciler[Obj any] interface {
+	// TriggerFullReconciliation asks for a full reconciliation (Prune, then
+	// refresh of stale objects; with SyncOperations, a Sync) as soon as the
+	// table is initialized and the in-flight operations have finished. Calls made while one is already
+	// requested are folded into it.
+	TriggerFullReconciliation()
+
+	// Suspend stops the reconciler from starting operations: operations in
+	// flight finish and their results are committed, nothing new starts,
+	// and health reports the reconciler as suspended. Changes made
+	// meanwhile are all reconciled after Resume. Use it, with
+	// Config.StartSuspended, to reconcile only while leading.
+	Suspend()
+
+	// Resume undoes Suspend. It does nothing when not suspended.
+	Resume()
+
+	// Status returns a snapshot of what the reconciler is doing: counts by
+	// status, retries, operations in flight, the last round and full
+	// reconciliation, and recent errors. It costs O(1).
+	Status() StatusSnapshot
+
+	// WaitUntilReconciled blocks until every change to the table up to rev
+	// has been attempted at least once, or ctx ends (then it returns
+	// ctx.Err()). It returns the revision up to which changes have been
+	// attempted and the retry low watermark: the lowest revision of a change
+	// that failed and waits for a retry, or reconciled+1 when nothing waits.
+	// Everything up to rev reconciled successfully when reconciled >= rev
+	// and retryLowWatermark > rev.
+	WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (reconciled, retryLowWatermark statedb.Revision, err error)
+
+	// WaitUntilSettled blocks until every change up to rev has settled:
+	// reconciled successfully, or given up on (a Permanent error, or
+	// MaxRetries spent), with no retry pending for it. Deletes included.
+	// It returns an error wrapping ctx.Err() if ctx ends first. Tests use
+	// it after changing the table: table.Revision(db.ReadTxn()) is the
+	// revision to wait for.
+	WaitUntilSettled(ctx context.Context, rev statedb.Revision) error
+
+	// Explain says where the object with primary key key stands for this
+	// reconciler, and why it is not Done: its KeyState and since when,
+	// the revision that asked, attempts, the last error, the next retry
+	// or refresh and why. It answers as of the loop's latest step, asking
+	// the loop; ctx bounds the wait for the answer. Before the hive has
+	// started the loop, Explain waits for it; when ctx ends first, the
+	// error wraps ErrNotRunning and ctx's error. After the loop stopped,
+	// it returns an error wrapping ErrNotRunning at once.
+	Explain(ctx context.Context, key []byte) (Explanation, error)
+}
+
+// Params are what every reconciler takes from the hive. Embed them, or take
+// them as a parameter of a cell.Invoke function, and pass them to New or
+// Register.
+//
+// The hive must have statedb.Cell and job.Cell, and the reconciler's module
+// must provide its job group, the one thing users tend to forget:
+//
+//	cell.Module("routes", "Routes",
+//		cell.ProvidePrivate(job.Registry.NewGroup),
+//		cell.Invoke(registerRouteReconciler),
+//	)
+type Params struct {
+	cell.In
+
+	Log      *slog.Logger
+	DB       *statedb.DB
+	JobGroup job.Group
+	ModuleID cell.FullModuleID
+
+	// DefaultMetrics is used by reconcilers whose Config.Metrics is nil.
+	// metrics.Cell provides it.
+	DefaultMetrics Metrics `optional:"true"`
+
+	// Registry, provided by Cell, makes the reconciler visible to the
+	// reconciler/... script commands.
+	Registry *Registry `optional:"true"`
+}
+
+// Register constructs a reconciler and adds it to the module's job group.
+// Use it from cell.Invoke when nothing needs the Reconciler value:
+//
+//	cell.Invoke(func(p reconciler.Params, t statedb.RWTable[*Route], ops *routeOps) error {
+//		return reconciler.Register(reconciler.Config[*Route]{Table: t, ...}, p)
+//	})
+func Register[Obj comparable](cfg Config[Obj], p Params) error {
+	_, err := New(cfg, p)
+	return err
+}
+
+// Status implements Reconciler.
+func (r *reconciler[Obj]) Status() StatusSnapshot {
+	if s := r.snapshot.Load(); s != nil {
+		snap := *s
+		// Suspend and Resume take effect at once; say so at once too.
+		snap.Suspended = r.suspended()
+		// Summarized when asked, not after every round: it sorts.
+		snap.Realization = r.realized.info()
+		if !snap.oldestSince.IsZero() {
+			snap.OldestWaiting = max(time.Since(snap.oldestSince), 0)
+		}
+		return snap
+	}
+	return StatusSnapshot{
+		Module:      r.id.ModuleID,
+		Name:        r.cfg.Name,
+		Table:       r.cfg.Table.Name(),
+		Suspended:   r.suspended(),
+		Realization: r.realized.info(),
+	}
 }

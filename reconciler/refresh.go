@@ -69,7 +69,7 @@ func (f *refresher[Obj]) step(ctx context.Context, now time.Time, readTo statedb
 	if f.cfg.RefreshInterval == Off || f.suspended() || ctx.Err() != nil {
 		return
 	}
-	rowAt, rowDue := f.t.nextRefresh()
+	rowAt, rowDue := f.nextRow()
 	written := f.atEnd && readTo >= f.from
 	if now.Before(f.at) && !written && (!rowDue || now.Before(rowAt)) {
 		timer.ArmAt(f.nextAt(now))
@@ -97,7 +97,7 @@ func (f *refresher[Obj]) step(ctx context.Context, now time.Time, readTo statedb
 // row's, once the limiter has a token.
 func (f *refresher[Obj]) nextAt(now time.Time) time.Time {
 	next := f.at
-	if at, ok := f.t.nextRefresh(); ok && (next.IsZero() || at.Before(next)) {
+	if at, ok := f.nextRow(); ok && (next.IsZero() || at.Before(next)) {
 		next = at
 	}
 	return later(later(next, now), tokenAt(f.cfg.RefreshRateLimiter, now))
@@ -107,12 +107,12 @@ func (f *refresher[Obj]) nextAt(now time.Time) time.Time {
 func (f *refresher[Obj]) dueRows(now time.Time, allowed int) []dueObject[Obj] {
 	var due []dueObject[Obj]
 	for len(due) < allowed {
-		r, ok := f.t.popRefresh(now)
+		r, ok := f.popRow(now)
 		if !ok {
 			break
 		}
 		due = append(due, dueObject[Obj]{key: r.key, obj: r.obj, rev: r.rev, st: r.expect})
-		f.t.unschedule(r, now) // marked, or put off again, below
+		f.unschedule(r, now) // marked, or put off again, below
 	}
 	return due
 }
@@ -198,7 +198,7 @@ func (f *refresher[Obj]) mark(ctx context.Context, due []dueObject[Obj], now tim
 	}
 	wtxn.Commit()
 	for _, d := range putOff {
-		f.t.refreshLater(d.key, change[Obj]{obj: d.obj, rev: d.rev}, now.Add(min(refreshRetry, f.cfg.RefreshInterval)), now)
+		f.later(d.key, change[Obj]{obj: d.obj, rev: d.rev}, now.Add(min(refreshRetry, f.cfg.RefreshInterval)), now)
 	}
 	return marked
 }
@@ -216,4 +216,50 @@ func tokenAt(lim *rate.Limiter, now time.Time) time.Time {
 		return now.Add(time.Hour) // a zero limit never refreshes; look again later
 	}
 	return now.Add(time.Duration(missing / float64(lim.Limit()) * float64(time.Second)))
+}
+
+// popRow returns the earliest Held or RefreshDue row refresh is due
+// for at now; nextRefresh is when the earliest is due.
+func (f *refresher[Obj]) popRow(now time.Time) (*request[Obj], bool) {
+	t := f.t
+	if t.refreshQ.Len() == 0 || t.refreshQ.Items[0].due.After(now) {
+		return nil, false
+	}
+	return t.refreshQ.Items[0], true
+}
+
+func (f *refresher[Obj]) nextRow() (time.Time, bool) {
+	t := f.t
+	if t.refreshQ.Len() == 0 {
+		return time.Time{}, false
+	}
+	return t.refreshQ.Items[0].due, true
+}
+
+// later keeps key, whose object (ch) was due for refresh but could
+// not be marked now, due again at due: a key skipped is never lost.
+func (f *refresher[Obj]) later(key string, ch change[Obj], due, now time.Time) {
+	t := f.t
+	r := t.rows[key]
+	switch {
+	case r != nil && r.state == stHeld:
+		t.move(r, stHeld, r.why, r.err, due, now)
+	case r != nil && r.state != stDraining:
+		// Its row brings it back.
+	default:
+		r = t.add(key, ch, t.statusOf(ch.obj), ch.rev, now) // expects the status it was found due in
+		t.move(r, stRefreshDue, whyNone, "", due, now)
+	}
+}
+
+// unschedule takes r, whose refresh is due now, out of the refresh queue:
+// a Held row stays given up on until the change refresh writes replaces
+// it; a RefreshDue row is done with.
+func (f *refresher[Obj]) unschedule(r *request[Obj], now time.Time) {
+	t := f.t
+	if r.state == stRefreshDue {
+		t.settle(r)
+		return
+	}
+	t.move(r, stHeld, r.why, r.err, time.Time{}, now)
 }

@@ -132,10 +132,11 @@ func (d *tableDriver) step() {
 	case op == 10: // Unset, or not
 		tb.unset(key, d.rng.IntN(2) == 0)
 	case op == 11: // a refresh put off, or due
+		rf := &refresher[int]{t: tb}
 		if d.rng.IntN(2) == 0 {
-			tb.refreshLater(key, change[int]{obj: 1, rev: d.rev}, d.now.Add(time.Millisecond), d.now)
-		} else if r, ok := tb.popRefresh(d.now); ok {
-			tb.unschedule(r, d.now)
+			rf.later(key, change[int]{obj: 1, rev: d.rev}, d.now.Add(time.Millisecond), d.now)
+		} else if r, ok := rf.popRow(d.now); ok {
+			rf.unschedule(r, d.now)
 		}
 	case r == nil || r.detail == nil || (op != 7 && r.state != stRunning):
 	case op == 4: // a result: failed, retried later
@@ -176,7 +177,7 @@ func viewByWalk(tb *requests[int], readTo statedb.Revision, now time.Time) table
 			v.oldestPicked = r.pickedAt
 		}
 	}
-	tb.finishView(&v)
+	finishView(tb, &v)
 	return v
 }
 
@@ -191,7 +192,7 @@ func TestRequestTableInvariants(t *testing.T) {
 			for step := range 600 {
 				d.step()
 				checkTable(t, d.t, step)
-				got, want := d.t.view(d.rev, d.now), viewByWalk(d.t, d.rev, d.now)
+				got, want := view(d.t, d.rev, d.now), viewByWalk(d.t, d.rev, d.now)
 				if got.reconciled != want.reconciled || got.retryLow != want.retryLow ||
 					!got.oldestPicked.Equal(want.oldestPicked) || (got.oldest == nil) != (want.oldest == nil) ||
 					(got.oldest != nil && got.oldest.askedAt != want.oldest.askedAt) {
@@ -228,7 +229,7 @@ func TestCommittingRequest(t *testing.T) {
 			t.Fatalf("committing %d, active %d; want 1, 1", tb.n[stCommitting], len(tb.active))
 		}
 		// Outstanding for the waits: not settled, not yet attempted.
-		if v := tb.view(10, now); v.retryLow != 10 || v.reconciled != 9 {
+		if v := view(tb, 10, now); v.retryLow != 10 || v.reconciled != 9 {
 			t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
 		}
 		if tb.kinds[StatusKindPending] != 1 {

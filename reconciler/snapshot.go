@@ -1,6 +1,9 @@
 package reconciler
 
 import (
+	"encoding/json"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -110,24 +113,203 @@ type ObjectError struct {
 	At    time.Time `json:"at"`
 }
 
-// Status implements Reconciler.
-func (r *reconciler[Obj]) Status() StatusSnapshot {
-	if s := r.snapshot.Load(); s != nil {
-		snap := *s
-		// Suspend and Resume take effect at once; say so at once too.
-		snap.Suspended = r.suspended()
-		// Summarized when asked, not after every round: it sorts.
-		snap.Realization = r.realized.info()
-		if !snap.oldestSince.IsZero() {
-			snap.OldestWaiting = max(time.Since(snap.oldestSince), 0)
+// Realization latency is the time from a change being written to the
+// commit of the Done status that says the target has it, as kube-proxy's
+// network_programming_duration_seconds measures. It starts at the
+// UpdatedAt of the Pending status the writer set (StatusPending(), or
+// StatusSet.Pending, whose Get gives each name that time) and ends when the
+// write transaction that marked the object Done is committed: a round's
+// commit, or one of the transactions that write a Sync's result (both
+// commit.go). A failed change keeps its start in its row until a retry
+// succeeds. The clock is read
+// once per transaction. What is not observed, and why:
+//
+//   - Failed attempts: the change is not realized yet. Its retry that
+//     succeeds is observed, from the same start.
+//   - Refreshes: not a user's change, only a check for drift.
+//   - Deletes: a deleted object leaves no status behind to tell when the
+//     delete was written.
+//   - A zero UpdatedAt (a status built by hand or decoded from JSON or
+//     YAML without it), or one after the commit (another clock's): the
+//     start is unknown.
+
+// realizationWindowSize is how many of the latest realization latencies
+// Status() summarizes: enough for a stable p99, small enough to sort when
+// asked.
+const realizationWindowSize = 1024
+
+// realizationWindow keeps the latest realization latencies, a fixed ring
+// the loop adds to once per commit without allocating. Its quantiles are
+// computed when Status() asks, and only when something was added since.
+type realizationWindow struct {
+	mu     sync.Mutex
+	ring   [realizationWindowSize]time.Duration
+	next   int // where the next latency goes
+	n      int // latencies held, at most realizationWindowSize
+	added  uint64
+	sorted [realizationWindowSize]time.Duration // scratch for summary
+
+	// summary as of summarized latencies added.
+	summarized uint64
+	summary    RealizationInfo
+}
+
+func (w *realizationWindow) add(ds []time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(ds) > realizationWindowSize {
+		ds = ds[len(ds)-realizationWindowSize:]
+	}
+	for _, d := range ds {
+		w.ring[w.next] = d
+		w.next = (w.next + 1) % realizationWindowSize
+	}
+	w.n = min(w.n+len(ds), realizationWindowSize)
+	w.added += uint64(len(ds))
+}
+
+// info summarizes the window: nearest-rank p50 and p99.
+func (w *realizationWindow) info() RealizationInfo {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.summarized == w.added {
+		return w.summary
+	}
+	s := w.sorted[:w.n]
+	copy(s, w.ring[:w.n])
+	slices.Sort(s)
+	w.summary = RealizationInfo{Samples: w.n, P50: nearestRank(s, 50), P99: nearestRank(s, 99)}
+	w.summarized = w.added
+	return w.summary
+}
+
+// nearestRank is the p-th percentile of sorted, non-empty s: its
+// smallest element with at least p% of s at or below it.
+func nearestRank(s []time.Duration, p int) time.Duration {
+	rank := (len(s)*p + 99) / 100 // ceil(len(s) * p / 100)
+	return s[max(rank, 1)-1]
+}
+
+// The status snapshot's durations marshal as Go duration strings
+// ("26.9ms"), not as bare nanosecond integers that a reader has to know
+// the unit of. Each type below marshals through an alias whose duration
+// fields are shadowed by strings.
+
+// durationString is a time.Duration that marshals as its String.
+type durationString time.Duration
+
+func (d durationString) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// MarshalJSON writes the snapshot with OldestWaiting as a duration string.
+func (s StatusSnapshot) MarshalJSON() ([]byte, error) {
+	type plain StatusSnapshot
+	return json.Marshal(struct {
+		plain
+		OldestWaiting durationString `json:"oldest-waiting"`
+	}{plain(s), durationString(s.OldestWaiting)})
+}
+
+// MarshalJSON writes the round with its duration as a string.
+func (r RoundInfo) MarshalJSON() ([]byte, error) {
+	type plain RoundInfo
+	return json.Marshal(struct {
+		plain
+		Duration durationString `json:"duration"`
+	}{plain(r), durationString(r.Duration)})
+}
+
+// MarshalJSON writes the full reconciliation with its duration as a
+// string.
+func (f FullInfo) MarshalJSON() ([]byte, error) {
+	type plain FullInfo
+	return json.Marshal(struct {
+		plain
+		Duration durationString `json:"duration"`
+	}{plain(f), durationString(f.Duration)})
+}
+
+// MarshalJSON writes the quantiles as duration strings.
+func (r RealizationInfo) MarshalJSON() ([]byte, error) {
+	type plain RealizationInfo
+	return json.Marshal(struct {
+		plain
+		P50 durationString `json:"p50"`
+		P99 durationString `json:"p99"`
+	}{plain(r), durationString(r.P50), durationString(r.P99)})
+}
+
+// UnmarshalJSON reads a duration string, or (as written before durations
+// were strings) a number of nanoseconds.
+func (d *durationString) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		var ns int64
+		if err := json.Unmarshal(data, &ns); err != nil {
+			return err
 		}
-		return snap
+		*d = durationString(ns)
+		return nil
 	}
-	return StatusSnapshot{
-		Module:      r.id.ModuleID,
-		Name:        r.cfg.Name,
-		Table:       r.cfg.Table.Name(),
-		Suspended:   r.suspended(),
-		Realization: r.realized.info(),
+	v, err := time.ParseDuration(s)
+	*d = durationString(v)
+	return err
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *StatusSnapshot) UnmarshalJSON(data []byte) error {
+	type plain StatusSnapshot
+	aux := struct {
+		*plain
+		OldestWaiting durationString `json:"oldest-waiting"`
+	}{plain: (*plain)(s)}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
 	}
+	s.OldestWaiting = time.Duration(aux.OldestWaiting)
+	return nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *RoundInfo) UnmarshalJSON(data []byte) error {
+	type plain RoundInfo
+	aux := struct {
+		*plain
+		Duration durationString `json:"duration"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	r.Duration = time.Duration(aux.Duration)
+	return nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *FullInfo) UnmarshalJSON(data []byte) error {
+	type plain FullInfo
+	aux := struct {
+		*plain
+		Duration durationString `json:"duration"`
+	}{plain: (*plain)(f)}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	f.Duration = time.Duration(aux.Duration)
+	return nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (r *RealizationInfo) UnmarshalJSON(data []byte) error {
+	type plain RealizationInfo
+	aux := struct {
+		*plain
+		P50 durationString `json:"p50"`
+		P99 durationString `json:"p99"`
+	}{plain: (*plain)(r)}
+	if err := json.Unmarshal(data, &aux); err != nil {
+		return err
+	}
+	r.P50, r.P99 = time.Duration(aux.P50), time.Duration(aux.P99)
+	return nil
 }

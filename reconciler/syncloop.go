@@ -10,6 +10,7 @@ import (
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/health"
 )
 
 // The whole-set loop (SyncOperations). It reads the table's changes into
@@ -19,25 +20,6 @@ import (
 // judged, written and settled for every row it covered by the per-object
 // loop's rules (commit.go), and everything reported is derived from the
 // table (report.go).
-
-// syncRun is one Sync: its snapshot, the rows it covers, its result.
-type syncRun[Obj any] struct {
-	txn   statedb.ReadTxn
-	id    uint64          // the attempt id of its rows
-	taken []*request[Obj] // the rows taken; those still carrying id are its
-	// all is set when no Sync has succeeded yet in this run: the changes
-	// are every object of the snapshot, and the deletes read since.
-	all      bool
-	changes  []Change[Obj]
-	full     bool // asked for by a full reconciliation
-	failures int  // Syncs in a row that failed as a whole before this one
-	start    time.Time
-	// settled is set once the loop recorded its outcome: at its deadline
-	// (OperationTimeout), its result when it returns is discarded.
-	settled bool
-	err     error // set by the Sync's goroutine
-	dur     time.Duration
-}
 
 // syncLoop is one run of a whole-set reconciler, owned by its goroutine;
 // the running Sync's goroutine owns only its syncRun until it hands it
@@ -49,7 +31,7 @@ type syncLoop[Obj comparable] struct {
 	t       *requests[Obj]
 	runner  runner[Obj]
 	commits *committer[Obj]
-	status  healthState
+	status  health.State
 
 	ownChanged  <-chan struct{} // Ownership.Changed's, taken before Owns(nil) was last asked
 	unreadWaits int             // Sync starts put off in a row for a change not read yet
@@ -89,8 +71,8 @@ type syncLoop[Obj comparable] struct {
 // closing its watch channels, microseconds long.
 const maxUnreadWaits = 100
 
-func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLoop[Obj] {
-	s := &syncLoop[Obj]{reconciler: r, health: health, t: r.newRequests(false), status: newHealthState(),
+func newSyncLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *syncLoop[Obj] {
+	s := &syncLoop[Obj]{reconciler: r, health: hc, t: r.newRequests(false), status: health.New(),
 		done: make(chan *syncRun[Obj], 1), overdue: make(chan *syncRun[Obj], 1),
 		// The first Sync runs once the table is initialized, even with
 		// nothing in it: the target must then be emptied.
@@ -149,7 +131,7 @@ func (s *syncLoop[Obj]) step(ctx context.Context, now time.Time) {
 			s.startSync(ctx, now)
 		}
 	}
-	if s.dirty || s.status.dirty || s.t.dirty {
+	if s.dirty || s.status.Dirty || s.t.dirty {
 		s.report(now)
 	}
 }
@@ -187,7 +169,7 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 	case <-s.wake:
 		s.dirty = true
 	case req := <-s.ask:
-		req.reply <- s.explain(req.key, time.Now())
+		req.reply <- explainSync(s, req.key, time.Now())
 	case <-s.next.C():
 		s.next.Fired()
 	case <-s.full.C():
@@ -195,7 +177,7 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 		s.fullWanted = true
 	case <-s.healthTimer.C():
 		s.healthTimer.Fired()
-		s.status.dirty = true
+		s.status.Dirty = true
 	}
 	return true
 }
@@ -341,13 +323,9 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 	s.metrics.Operation(OpSync, s.classify(whole, run.failures), 0, dur)
 	if run.full {
 		s.metrics.FullReconciliation(now.Sub(run.start), whole)
-		s.lastFull = FullInfo{At: now, Duration: now.Sub(run.start)}
-		if whole != nil {
-			s.lastFull.Error = whole.Error()
-		}
+		s.lastFull = FullInfo{At: now, Duration: now.Sub(run.start), Error: errString(whole)}
 	}
 	s.wholeOutcome(whole)
-	counts := map[Result]int{}
 	outcomes := make([]outcome[Obj], 0, len(mine))
 	for _, r := range mine {
 		o := outcome[Obj]{r: r, op: OpSync, attempt: run.id, err: whole, rev: r.rev}
@@ -358,14 +336,17 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 			delete(failed, r.key)
 			o.err = f.Err
 		}
-		counts[s.classify(o.err, r.attempts)]++
 		outcomes = append(outcomes, o)
 	}
 	// Objects the Sync failed that asked for nothing (the renderer rejects
 	// them now): Error as of the snapshot, and retried.
-	for _, r := range s.unchangedFailures(run, failed, now) {
-		counts[s.classify(failed[r.key].Err, 0)]++
+	get := func(obj Obj) (Obj, statedb.Revision, bool) { return s.cfg.Table.Get(run.txn, s.queryOf(obj)) }
+	for _, r := range s.t.failUnchanged(failed, get, now) {
 		outcomes = append(outcomes, outcome[Obj]{r: r, op: OpSync, err: failed[r.key].Err, rev: r.rev})
+	}
+	counts := map[Result]int{}
+	for _, o := range outcomes {
+		counts[s.classify(o.err, o.r.attempts)]++
 	}
 	for rest := outcomes; len(rest) > 0; rest = rest[min(len(rest), s.cfg.RoundSize):] {
 		job := s.commits.newJob(now)
@@ -396,68 +377,21 @@ func (s *syncLoop[Obj]) wholeOutcome(whole error) {
 	}
 }
 
-// unchangedFailures makes requests of the objects in failed that no row
-// of the Sync covered and nothing newer asks for.
-func (s *syncLoop[Obj]) unchangedFailures(run *syncRun[Obj], failed map[string]ObjectFailure[Obj], now time.Time) []*request[Obj] {
-	var out []*request[Obj]
-	for key, f := range failed {
-		if s.t.rows[key] != nil {
-			continue // a newer request covers it
-		}
-		obj, rev, found := s.cfg.Table.Get(run.txn, s.queryOf(f.Object))
-		if !found || s.cfg.GetObjectStatus(obj).Kind == StatusKindUnset {
-			continue // gone, or asks nothing: no status is written into it
-		}
-		r := s.t.add(key, change[Obj]{obj: obj, rev: rev}, Status{Kind: StatusKindPending}, rev, now)
-		s.t.setExpect(r, s.cfg.GetObjectStatus(obj))
-		out = append(out, r)
-	}
-	return out
-}
 
 // report publishes what the request table says (report.go). A replica
 // that does not lead keeps its rows for a takeover, but reports them as
 // another replica's.
 func (s *syncLoop[Obj]) report(now time.Time) {
 	defer s.reportSig.reported()
-	whole := wholeError{op: "sync", err: s.lastErr}
+	whole := health.Whole{Op: "sync", Err: s.lastErr}
 	if s.isOverdue {
-		whole.err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
-	}
-	inFlight := 0
-	if s.running != nil {
-		inFlight = 1
+		whole.Err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
 	}
 	publish(s.reconciler, s.t, &s.status, s.health, now, reportParts{
-		readTo: s.readTo, initialized: s.initialized, inFlight: inFlight, standby: !s.leading(),
+		readTo: s.readTo, initialized: s.initialized, inFlight: b2i(s.running != nil), standby: !s.leading(),
 		ownChanged: s.ownChanged, whole: whole, lastRound: s.commits.lastRound, lastFull: s.lastFull,
 		healthTimer: &s.healthTimer,
 	})
 	s.dirty = false
 }
 
-// explain answers Explain (report.go's explainKey) with why work waits
-// in this loop now.
-func (s *syncLoop[Obj]) explain(key string, now time.Time) Explanation {
-	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
-		retryAt:   s.commits.breaker.NextRetry,
-		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
-		queuedWhy: "waiting for the next Sync (debounce)",
-	}
-	switch {
-	case s.suspended():
-		p.queuedWhy = "suspended: no Sync starts until Resume"
-	case !s.initialized:
-		p.queuedWhy = "the first Sync waits until the table is initialized"
-	case !s.leading():
-		p.queuedWhy = "another replica leads: it syncs"
-	case s.down:
-		p.queuedWhy = "the target is down: the next Sync waits for its retry"
-	}
-	if s.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
-	}
-	e := explainKey(s.reconciler, s.t, key, p, now)
-	e.Changed = s.reportSig.wait()
-	return e
-}

@@ -6,11 +6,131 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
+
+// The serialized forms of statuses: a StatusKind as its name (text, JSON,
+// YAML), and a StatusSet as an object with a status per name. Decoding is
+// strict: an unknown kind or field is an error, never a silent zero.
+
+// MarshalText returns the kind's name. An invalid kind gives an error
+// wrapping ErrUnknownStatusKind: writing "StatusKind(9)" would produce text
+// that cannot be read back.
+func (k StatusKind) MarshalText() ([]byte, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return []byte(statusKindNames[k]), nil
+}
+
+// UnmarshalText sets k to the kind named by text, as ParseStatusKind does.
+// On error k is left unchanged.
+func (k *StatusKind) UnmarshalText(text []byte) error {
+	parsed, err := ParseStatusKind(string(text))
+	if err != nil {
+		return err
+	}
+	*k = parsed
+	return nil
+}
+
+// MarshalJSON returns the kind's name as a JSON string, e.g. "Done". An
+// invalid kind gives an error wrapping ErrUnknownStatusKind.
+func (k StatusKind) MarshalJSON() ([]byte, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return []byte(`"` + statusKindNames[k] + `"`), nil
+}
+
+// UnmarshalJSON sets k from a JSON string holding a kind's name. Anything
+// else fails with an error wrapping ErrUnknownStatusKind: numbers, unknown
+// or lower-case names, the empty string, and null. encoding/json's habit of
+// treating null as "leave unchanged" is refused on purpose, so that a null
+// kind cannot silently become Pending. On error k is left unchanged.
+func (k *StatusKind) UnmarshalJSON(data []byte) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '"' {
+		return fmt.Errorf("%w: want a JSON string, got %s", ErrUnknownStatusKind, statusSnippet(data))
+	}
+	var name string
+	if err := json.Unmarshal(data, &name); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnknownStatusKind, err)
+	}
+	return k.UnmarshalText([]byte(name))
+}
+
+// MarshalYAML returns the kind's name, so YAML shows "kind: Done". An
+// invalid kind gives an error wrapping ErrUnknownStatusKind.
+func (k StatusKind) MarshalYAML() (any, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("marshal %v: %w", k, ErrUnknownStatusKind)
+	}
+	return statusKindNames[k], nil
+}
+
+// UnmarshalYAML sets k from a string scalar holding a kind's name (plain or
+// quoted). Sequences, mappings, non-string scalars (numbers, booleans,
+// null) and unknown names fail with an error wrapping ErrUnknownStatusKind.
+//
+// yaml.v3 does not call unmarshalers for null values, so "kind: ~" inside
+// a larger document decodes to the zero value, Pending, the same as a
+// missing "kind" key. StatusSet's decoder rejects it.
+func (k *StatusKind) UnmarshalYAML(n *yaml.Node) error {
+	n = yamlResolve(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		return fmt.Errorf("%w: want a string scalar, got %s at line %d",
+			ErrUnknownStatusKind, yamlNodeDescription(n), n.Line)
+	}
+	return k.UnmarshalText([]byte(n.Value))
+}
+
+// statusSnippet quotes at most the first 32 bytes of a rejected input, so
+// an error message stays short however large the input.
+func statusSnippet(data []byte) string {
+	const limit = 32
+	if len(data) > limit {
+		return strconv.Quote(string(data[:limit])) + "..."
+	}
+	return strconv.Quote(string(data))
+}
+
+// yamlNodeDescription names a node's kind and tag for error messages.
+func yamlNodeDescription(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return n.ShortTag() + " " + statusSnippet([]byte(n.Value))
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a sequence"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.DocumentNode:
+		return "a document"
+	default:
+		return "an empty node"
+	}
+}
+
+// yamlResolve unwraps a document node and follows aliases, which
+// yaml.v3 leaves to the caller of a Node.
+func yamlResolve(n *yaml.Node) *yaml.Node {
+	for {
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) == 1:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode && n.Alias != nil:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+}
 
 // statusSetWire is the serialized form of a StatusSet. encoding/json and
 // yaml.v3 both write map keys sorted, so the output is deterministic.

@@ -1,0 +1,389 @@
+package reconciler
+
+import (
+	"iter"
+	"time"
+
+	"github.com/cilium/statedb"
+	"github.com/converge-go/converge/reconciler/internal/revs"
+)
+
+// The request table as a whole (its rows and their transitions are in
+// request.go): what a change read from the statedb table does to it (read,
+// decide, and with Config.Ownership lose and gain), the transitions that
+// look at every row (ownership changes, a Sync taking them all), and what
+// the table says, which every report publishes.
+
+// popDue returns the earliest retry if it is due at now.
+func (t *requests[Obj]) popDue(now time.Time) (*request[Obj], bool) {
+	if t.byDue.Len() == 0 || t.byDue.Items[0].due.After(now) {
+		return nil, false
+	}
+	return t.byDue.Items[0], true
+}
+
+// nextDue is when the earliest retry is due.
+func (t *requests[Obj]) nextDue() (time.Time, bool) {
+	if t.byDue.Len() == 0 {
+		return time.Time{}, false
+	}
+	return t.byDue.Items[0].due, true
+}
+
+// lose records that this replica does not own key (any more): its work is
+// dropped (an attempt still executing keeps the key busy, its result not
+// wanted); a live key is NotOwned from askedAt on, a deleted one
+// forgotten, its delete being the owner's work.
+func (t *requests[Obj]) lose(key string, deleted bool, askedAt statedb.Revision) {
+	r := t.rows[key]
+	switch {
+	case r == nil && deleted:
+		return
+	case r == nil:
+		r = t.row(key)
+	case r.state == stNotOwned && !deleted:
+		r.askedAt = min(r.askedAt, askedAt)
+		return
+	}
+	if deleted {
+		t.settle(r)
+		return
+	}
+	t.bare(r, stNotOwned)
+	r.askedAt = askedAt
+}
+
+// readOwned is read with Config.Ownership: a change of a key not owned is
+// dropped (lose), a change of a key gained makes its request (gain), any
+// other is read as usual.
+func (t *requests[Obj]) readOwned(ch change[Obj], own *revs.Ranges, askedAt, startRev statedb.Revision, now time.Time) bool {
+	key := t.keyOf(ch.obj)
+	if !t.owns(key) {
+		t.lose(key, ch.deleted, askedAt)
+		return false
+	}
+	if at, ok := t.gained(key); ok {
+		// Owned again, and read before Changed is: gained here, as reown
+		// would, with this newer change.
+		return t.gain(key, ch, min(at, askedAt), now)
+	}
+	return t.readChange(ch, own, askedAt, startRev, now)
+}
+
+// reown looks at every row and every object of all again when the owned
+// set changed: a walk of the table, but ownership changes are rare, and
+// an object Done here that another replica now owns must leave the counts.
+func (t *requests[Obj]) reown(all iter.Seq2[Obj, statedb.Revision], now time.Time) {
+	for key, r := range t.rows {
+		if r.detail != nil && !t.owns(key) {
+			t.lose(key, r.deleted, r.askedAt)
+		}
+	}
+	for obj, rev := range all {
+		key := t.keyOf(obj)
+		if !t.owns(key) {
+			t.lose(key, false, rev)
+		} else if at, ok := t.gained(key); ok {
+			t.gain(key, change[Obj]{obj: obj, rev: rev}, min(at, rev), now)
+		}
+	}
+	t.dirty = true
+}
+
+// gain makes a request of a key that is owned now, from its latest
+// change, whatever its status but Unset (it asks nothing): a delete, a
+// Pending or Refreshing object, an object whose last attempt failed
+// (retried at once), or one Done before (applied again: the owner
+// meanwhile may have changed the target). askedAt is where the waits
+// count it from. It reports whether it queued a request for the next
+// round (a retry is due at once instead).
+func (t *requests[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revision, now time.Time) bool {
+	if ch.deleted {
+		t.add(key, ch, Status{}, askedAt, now)
+		return true
+	}
+	st := t.statusOf(ch.obj)
+	switch {
+	case st.Kind == StatusKindUnset:
+		t.unset(key, true)
+		return false // asks nothing, here as on any other replica
+	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
+		t.add(key, ch, st, askedAt, now)
+	case st.Kind == StatusKindError:
+		t.retryError(key, ch, st, askedAt, now)
+		return false
+	default:
+		// Applied again, as a refresh; the write expects the Done read.
+		r := t.add(key, ch, Status{Kind: StatusKindRefreshing, UpdatedAt: st.UpdatedAt}, askedAt, now)
+		t.setExpect(r, st)
+	}
+	return true
+}
+
+// gained reports whether key was NotOwned, and since which revision; its
+// row is then the caller's to fill (add, retryError, unset).
+func (t *requests[Obj]) gained(key string) (statedb.Revision, bool) {
+	r := t.rows[key]
+	if r == nil || r.state != stNotOwned {
+		return 0, false
+	}
+	at := r.askedAt
+	t.settle(r)
+	return at, true
+}
+
+// unset records whether key's live object is Unset. An Unset object asks
+// nothing: whatever its key had outstanding is withdrawn, and an attempt
+// still running has its result discarded.
+func (t *requests[Obj]) unset(key string, unset bool) {
+	r := t.rows[key]
+	switch {
+	case unset && (r == nil || r.state != stUnset):
+		t.bare(t.row(key), stUnset)
+	case !unset && r != nil && r.state == stUnset:
+		t.settle(r)
+	}
+}
+
+// read decides what one change asks of this reconciler, for both loops,
+// and reports whether it queued a request. A delete always asks; a Done of
+// the reconciler's own writing (own), or any status write while nothing
+// is outstanding, is a settled request's echo and asks nothing, read
+// without computing its key; anything else goes by decide.
+func (t *requests[Obj]) read(ch change[Obj], own *revs.Ranges, askedAt, startRev statedb.Revision, now time.Time) bool {
+	if t.owns != nil {
+		return t.readOwned(ch, own, askedAt, startRev, now)
+	}
+	return t.readChange(ch, own, askedAt, startRev, now)
+}
+
+// readChange is read for a key owned here.
+func (t *requests[Obj]) readChange(ch change[Obj], own *revs.Ranges, askedAt, startRev statedb.Revision, now time.Time) bool {
+	if ch.deleted {
+		key := t.keyOf(ch.obj)
+		t.unset(key, false)
+		t.add(key, ch, Status{}, askedAt, now)
+		return true
+	}
+	st := t.statusOf(ch.obj)
+	t.check(ch.obj, st)
+	// (An own write is never of an Unset key: it lands only while the
+	// object holds the status the request read.)
+	if st.Kind == StatusKindDone && (len(t.rows) == 0 || own.Has(ch.rev)) {
+		return false
+	}
+	return t.decide(t.keyOf(ch.obj), ch, st, askedAt, startRev, now)
+}
+
+// decide makes a request of a live object's change if it asks this
+// reconciler for work, and reports whether it queued one. st is this
+// reconciler's status in ch.obj.
+func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, startRev statedb.Revision, now time.Time) bool {
+	t.unset(key, st.Kind == StatusKindUnset)
+	r := t.rows[key]
+	live := r != nil && r.detail != nil && !r.deleted && r.state != stRefreshDue
+	switch {
+	case st.Kind == StatusKindUnset:
+		return false // withdrawn (unset above)
+	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
+		if live && sameRequest(r.asked, st) {
+			// The request we have, seen again in a newer revision:
+			// another reconciler's status write on a shared object, or
+			// another writer putting back a copy of the object from
+			// before our last status write. The result is written over
+			// what asked again.
+			r.obj, r.rev = ch.obj, ch.rev
+			if !sameStatus(r.expect, st) {
+				t.setExpect(r, st)
+			}
+			return false
+		}
+		t.add(key, ch, st, askedAt, now)
+		return true
+	case live && sameStatus(r.expect, st):
+		// A status write that leaves ours as we know it (our own, or
+		// another reconciler's on a shared object): follow the revision.
+		r.obj, r.rev = ch.obj, ch.rev
+	case r == nil && st.Kind == StatusKindError && ch.rev <= startRev:
+		// Failed in an earlier run, whose retries are gone: retried at
+		// once, not queued by this change.
+		t.retryError(key, ch, st, askedAt, now)
+	}
+	// Otherwise a status write that asks nothing of us: a Done or Error of
+	// ours read back after a newer one, or another writer's.
+	return false
+}
+
+// retryError makes a request of an object whose last attempt failed where
+// no retry is kept for it (an earlier run, or another replica's): it is
+// retried at once, as if it had just failed.
+func (t *requests[Obj]) retryError(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) {
+	r := t.add(key, ch, Status{Kind: StatusKindPending, UpdatedAt: st.UpdatedAt}, askedAt, now)
+	t.setExpect(r, st)
+	r.attempts = 1
+	t.setTried(r)
+	t.retry(r, now, whyBackoff, st.Error, now)
+}
+
+// sameRequest reports whether st is the very request asked: a pending
+// status with the same ID. A status without an ID (built by hand) is never
+// taken for an older one: each revision carrying it is a request of its own.
+func sameRequest(asked, st Status) bool {
+	return st.ID != 0 && st.ID == asked.ID && st.Kind == asked.Kind
+}
+
+// sameStatus reports whether two statuses are the same write. A request
+// without an ID is like no other, itself in a later revision included: a
+// writer that sets a bare Pending again may have changed the data.
+func sameStatus(a, b Status) bool {
+	if a.ID == 0 && a.IsPendingOrRefreshing() {
+		return false
+	}
+	return a.Kind == b.Kind && a.ID == b.ID && a.Error == b.Error && a.UpdatedAt.Equal(b.UpdatedAt)
+}
+
+// takeAll hands every row with work to one Sync, under a new attempt id:
+// Queued and Retrying rows run, Held ones stay Held (given up on, but
+// their change is in the Sync all the same). A row replaced while the
+// Sync runs loses the id: the Sync's result is not its.
+func (t *requests[Obj]) takeAll(buf []*request[Obj], now time.Time) ([]*request[Obj], uint64) {
+	t.lastAttempt++
+	id := t.lastAttempt
+	for _, r := range t.rows {
+		if r.detail == nil {
+			continue
+		}
+		r.attempt = id
+		if r.state == stQueued || r.state == stRetrying {
+			if r.tried {
+				r.pickedAt = now
+			}
+			r.startedAt = now
+			t.move(r, stRunning, whyNone, r.err, time.Time{}, now)
+		}
+		buf = append(buf, r)
+	}
+	return buf, id
+}
+
+// syncResult reports whether r's result is that of Sync id, and takes it.
+func (t *requests[Obj]) syncResult(r *request[Obj], id uint64) bool {
+	if r.detail == nil || r.attempt != id {
+		return false
+	}
+	r.attempt = 0
+	return true
+}
+
+// untake queues r again as it was: the Sync it was in did not run for it
+// (this replica stopped leading).
+func (t *requests[Obj]) untake(r *request[Obj]) {
+	if r.state == stRunning {
+		t.move(r, t.queuedState(r), whyNone, r.err, time.Time{}, r.since)
+	}
+}
+
+// retry schedules r's next attempt at due.
+func (t *requests[Obj]) retry(r *request[Obj], due time.Time, why reqWhy, errMsg string, now time.Time) {
+	t.move(r, stRetrying, why, errMsg, due, now)
+}
+
+// hold gives up on r until its object changes, or until refreshAt (zero:
+// never) when refresh tries it again. It stays failing.
+func (t *requests[Obj]) hold(r *request[Obj], why reqWhy, errMsg string, refreshAt, now time.Time) {
+	t.move(r, stHeld, why, errMsg, refreshAt, now)
+}
+
+// requeue puts r back into the queue: its retry came due, or it is to run
+// again at once.
+func (t *requests[Obj]) requeue(r *request[Obj], now time.Time) {
+	r.pickedAt = now
+	t.move(r, t.queuedState(r), whyNone, r.err, time.Time{}, now)
+}
+
+// setExpect records that the table holds st as this reconciler's status
+// of r's object.
+func (t *requests[Obj]) setExpect(r *request[Obj], st Status) {
+	t.count(r, -1)
+	r.expect = st
+	t.count(r, +1)
+	t.dirty = true
+}
+
+// setTried records that r's change has been attempted: its result is in.
+func (t *requests[Obj]) setTried(r *request[Obj]) {
+	r.tried = true
+	switch r.state {
+	case stQueued, stBusy, stRunning, stCommitting:
+		t.marks[r.activeIdx].tried = true
+	}
+}
+
+// returned records that attempt id on r's key stopped executing, and
+// reports whether its result is still wanted.
+func (t *requests[Obj]) returned(r *request[Obj], id uint64) bool {
+	if id != 0 && r.running == id {
+		r.running, r.stuck = 0, false
+		t.executing--
+		switch r.state {
+		case stBusy:
+			t.move(r, stQueued, whyNone, r.err, time.Time{}, r.since) // its key is free now
+		case stDraining:
+			t.settle(r)
+			return false
+		}
+	}
+	if r.detail == nil || r.attempt != id {
+		return false
+	}
+	r.attempt = 0
+	return true
+}
+
+// overdue records that attempt id ran past its timeout: its result is
+// given up on now, though it still runs. It reports whether the result
+// was r's (the caller records the failure).
+func (t *requests[Obj]) overdue(r *request[Obj], id uint64) bool {
+	if id != 0 && r.running == id {
+		r.stuck = true
+	}
+	if r.detail == nil || r.attempt != id {
+		return false
+	}
+	r.attempt = 0
+	return true
+}
+
+// writeOut records that r's result, of attempt id, is judged and its
+// status write is out on the committer: it no longer takes room.
+func (t *requests[Obj]) writeOut(r *request[Obj], id uint64, now time.Time) {
+	t.move(r, stCommitting, whyNone, r.err, time.Time{}, now)
+	r.writing = id
+}
+
+// writeBack reports whether the status write of attempt id, back from the
+// committer, is still r's: r was neither replaced nor settled meanwhile.
+func (t *requests[Obj]) writeBack(r *request[Obj], id uint64) bool {
+	return r.state == stCommitting && r.writing == id
+}
+
+// failUnchanged makes requests of the objects a Sync failed that no row
+// covered (the renderer rejects them now, though they asked for nothing)
+// and that are still there and not Unset (get looks them up in the
+// Sync's snapshot): each expects the status it has, to be written Error.
+func (t *requests[Obj]) failUnchanged(failed map[string]ObjectFailure[Obj], get func(Obj) (Obj, statedb.Revision, bool), now time.Time) []*request[Obj] {
+	var out []*request[Obj]
+	for key, f := range failed {
+		if t.rows[key] != nil {
+			continue // a newer request covers it
+		}
+		obj, rev, found := get(f.Object)
+		if !found || t.statusOf(obj).Kind == StatusKindUnset {
+			continue // gone, or asks nothing: no status is written into it
+		}
+		r := t.add(key, change[Obj]{obj: obj, rev: rev}, Status{Kind: StatusKindPending}, rev, now)
+		t.setExpect(r, t.statusOf(obj))
+		out = append(out, r)
+	}
+	return out
+}
