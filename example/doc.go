@@ -57,11 +57,16 @@
 //
 // # The shell
 //
-// A running agent serves hive's shell on a unix socket (--shell-sock-path),
-// as Cilium agents do. "go run ./example shell" opens it; a command can
-// also be given directly: reconciler/status, reconciler/full (prune and
-// refresh now), reconciler/wait, reconciler/metrics, health, or
-// "db/show desired-files".
+// A running agent serves hive's shell on a unix socket, as Cilium agents
+// do, for its own user only: /run/example/shell.sock as root,
+// $XDG_RUNTIME_DIR/example/shell.sock otherwise (--shell-sock-path),
+// mode 0600 in a directory no one else may write. "go run ./example
+// shell", run by that user, opens it; a command can also be given
+// directly: reconciler/status, reconciler/full (prune and refresh now),
+// reconciler/wait, reconciler/metrics, health, or "db/show
+// desired-files". Nothing in it runs programs or reads files outside its
+// private working directory unless the agent runs with
+// --shell-unrestricted (which adds exec and cat).
 //
 // # Safety
 //
