@@ -34,11 +34,14 @@
 //     Prune removes files that nobody asked for.
 //   - reconcile.go: the reconciler.Config, and how full reconciliation and
 //     refresh together repair changes made behind the program's back.
-//   - desired.go: the API's writer of the table.
-//     PUT and DELETE change the table and the desired-state file in one
-//     step; at start the file is loaded under a table initializer, so that
-//     nothing is pruned before the desired set is known. statedir.go ties
-//     the file to its state directory (see Safety).
+//   - desired.go: the API's writer of the table. PUT and DELETE save or
+//     remove one file (specdir.go: one JSON file per desired file, in the
+//     directory the desired-state file names), then change the table;
+//     the table's write lock is held for the change alone. The API's
+//     files are capped (--max-files, --max-total-bytes: 403 past them).
+//     At start they are loaded under a table initializer, so that nothing
+//     is pruned before the desired set is known. statedir.go ties the
+//     desired-state file to its state directory (see Safety).
 //   - manifests.go: a second writer, with --desired-dir: a directory of
 //     YAML or JSON manifests of files, fed into the same table by a
 //     source/dirsource source. Each writer owns its rows (File.Origin),
