@@ -11,7 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // clientFlags are the etcd client's settings, spelled as etcdctl spells
@@ -149,12 +152,14 @@ func (c *clientFlags) tls() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// connect returns a client of cfg once etcd has answered a read of
+// connect returns a client of cfg, and checks that etcd answers a read of
 // prefix through it, so that a replica that cannot use etcd says why at
-// once. When that fails, the error says what TLS found wrong, if
-// anything (see diagnose): the client alone says only "context deadline
-// exceeded".
-func connect(ctx context.Context, cfg clientv3.Config, prefix string) (*clientv3.Client, error) {
+// once: a TLS problem (see diagnose; the client alone says only "context
+// deadline exceeded") or a refusal of the user fails; an etcd that is
+// only unreachable for now is reported to warn, and the client is
+// returned, to retry as it always does.
+func connect(ctx context.Context, cfg clientv3.Config, prefix string, warn func(error)) (*clientv3.Client, error) {
+	endpoints := strings.Join(cfg.Endpoints, ",")
 	cli, err := clientv3.New(cfg)
 	if err == nil {
 		rctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
@@ -163,10 +168,31 @@ func connect(ctx context.Context, cfg clientv3.Config, prefix string) (*clientv3
 		if err == nil {
 			return cli, nil
 		}
-		cli.Close()
 	}
 	if d := diagnose(ctx, cfg); d != nil {
-		return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), d)
+		err = d
+	} else if cli != nil && !refused(err) {
+		warn(fmt.Errorf("etcd %s: %w", endpoints, err))
+		return cli, nil
 	}
-	return nil, fmt.Errorf("etcd %s: %w", strings.Join(cfg.Endpoints, ","), err)
+	if cli != nil {
+		cli.Close()
+	}
+	return nil, fmt.Errorf("etcd %s: %w", endpoints, err)
+}
+
+// refused reports whether err is etcd refusing the client's user or
+// permissions, which waiting does not fix.
+func refused(err error) bool {
+	for _, e := range []error{rpctypes.ErrUserEmpty, rpctypes.ErrUserNotFound, rpctypes.ErrAuthFailed,
+		rpctypes.ErrPermissionDenied, rpctypes.ErrInvalidAuthToken, rpctypes.ErrAuthOldRevision} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return true
+	}
+	return false
 }

@@ -30,14 +30,13 @@ func commonFlags(fs *flag.FlagSet, o *options) *clientFlags {
 	return c
 }
 
-// dial returns a client of the etcd the flags describe, once etcd has
-// answered it.
-func dial(c *clientFlags, prefix string) (*clientv3.Client, error) {
+// dial returns a client of the etcd the flags describe (see connect).
+func dial(c *clientFlags, prefix string, warn func(error)) (*clientv3.Client, error) {
 	cfg, err := c.config(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	return connect(context.Background(), cfg, prefix)
+	return connect(context.Background(), cfg, prefix, warn)
 }
 
 // runMain runs one replica until SIGINT or SIGTERM.
@@ -57,7 +56,7 @@ func runMain(args []string) int {
 	fs.DurationVar(&o.summaryEvery, "summary-interval", 2*time.Second, "how often at most a replica republishes its counts")
 	_ = fs.Parse(args)
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", o.name)
-	cli, err := dial(etcd, o.prefix)
+	cli, err := dial(etcd, o.prefix, func(err error) { log.Warn("etcd does not answer yet; retrying", "error", err) })
 	if err != nil {
 		log.Error("etcd client", "error", err)
 		return 1
@@ -78,7 +77,7 @@ func viewMain(args []string) int {
 	etcd := commonFlags(fs, &o)
 	asJSON := fs.Bool("json", false, "print the view as JSON")
 	_ = fs.Parse(args)
-	cli, err := dial(etcd, o.prefix)
+	cli, err := dial(etcd, o.prefix, func(err error) { fmt.Fprintln(os.Stderr, "fleet view:", err) })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet view:", err)
 		return 2

@@ -177,7 +177,7 @@ func dialWith(t *testing.T, args []string, env map[string]string) (*clientv3.Cli
 	if err != nil {
 		return nil, err
 	}
-	cli, err := connect(t.Context(), cfg, o.prefix)
+	cli, err := connect(t.Context(), cfg, o.prefix, func(err error) { t.Fatalf("only a warning: %v", err) })
 	if err == nil {
 		t.Cleanup(func() { cli.Close() })
 	}
@@ -291,4 +291,26 @@ func runReplica(t *testing.T, cli *clientv3.Client) {
 		}
 	}
 	t.Fatalf("the group was not applied: %v", ctx.Err())
+}
+
+// An etcd that does not answer yet is no reason not to start: the client
+// retries, as it did before the start check; only TLS problems and
+// refusals of the user stop a replica.
+func TestUnreachableEtcdOnlyWarns(t *testing.T) {
+	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
+	var o options
+	c := commonFlags(fs, &o)
+	if err := fs.Parse([]string{"--endpoints", "http://" + freeport.Addr(t), "--dial-timeout", "200ms"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.config(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned error
+	cli, err := connect(t.Context(), cfg, o.prefix, func(err error) { warned = err })
+	if err != nil || cli == nil || warned == nil {
+		t.Fatalf("client %v, error %v, warning %v", cli, err, warned)
+	}
+	cli.Close()
 }
