@@ -85,8 +85,9 @@ func asUser(t *testing.T, uid, gid int, fn func() error) error {
 }
 
 // dialRaw connects to the unix socket at path and returns what the server
-// says first (up to 4 KiB), without the net package's poller: it runs on
-// asUser's thread.
+// says before it closes the connection (at most 4 KiB), without the net
+// package's poller: it runs on asUser's thread. It sends nothing, so a
+// server that refuses the connection cannot make a write fail.
 func dialRaw(path string) (string, error) {
 	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -96,15 +97,25 @@ func dialRaw(path string) (string, error) {
 	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
 		return "", err
 	}
-	if _, err := unix.Write(fd, []byte("health\n")); err != nil {
+	// A server that accepted the connection would wait for a command:
+	// bound the read.
+	tv := unix.Timeval{Sec: 10}
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
 		return "", err
 	}
 	buf := make([]byte, 4096)
-	n, err := unix.Read(fd, buf)
-	if n < 0 {
-		n = 0
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		if err != nil {
+			return string(buf[:n]), err
+		}
+		if m == 0 {
+			break
+		}
+		n += m
 	}
-	return string(buf[:n]), err
+	return string(buf[:n]), nil
 }
 
 const nobody = 65534
