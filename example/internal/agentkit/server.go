@@ -32,8 +32,9 @@ type Operator struct {
 // Register adds the operator endpoints to mux: /status (the reconcilers'
 // status snapshots), /healthz (200, or 503 with every degraded job's
 // report), /metrics (Prometheus, with the Go and process collectors
-// added to the registry) and /debug/vars (expvar). It fails if the
-// registry already has the Go or process collector.
+// added to the registry) and /debug/vars (expvar, without the command
+// line). It fails if the registry already has the Go or process
+// collector.
 func (o Operator) Register(mux *http.ServeMux) error {
 	// The registry is the hive's own, holding converge's metrics only;
 	// add the usual process ones.
