@@ -34,11 +34,14 @@
 //     Prune removes files that nobody asked for.
 //   - reconcile.go: the reconciler.Config, and how full reconciliation and
 //     refresh together repair changes made behind the program's back.
-//   - desired.go: the API's writer of the table.
-//     PUT and DELETE change the table and the desired-state file in one
-//     step; at start the file is loaded under a table initializer, so that
-//     nothing is pruned before the desired set is known. statedir.go ties
-//     the file to its state directory (see Safety).
+//   - desired.go: the API's writer of the table. PUT and DELETE save or
+//     remove one file (specdir.go: one JSON file per desired file, in the
+//     directory the desired-state file names), then change the table;
+//     the table's write lock is held for the change alone. The API's
+//     files are capped (--max-files, --max-total-bytes: 403 past them).
+//     At start they are loaded under a table initializer, so that nothing
+//     is pruned before the desired set is known. statedir.go ties the
+//     desired-state file to its state directory (see Safety).
 //   - manifests.go: a second writer, with --desired-dir: a directory of
 //     YAML or JSON manifests of files, fed into the same table by a
 //     source/dirsource source. Each writer owns its rows (File.Origin),
@@ -57,11 +60,16 @@
 //
 // # The shell
 //
-// A running agent serves hive's shell on a unix socket (--shell-sock-path),
-// as Cilium agents do. "go run ./example shell" opens it; a command can
-// also be given directly: reconciler/status, reconciler/full (prune and
-// refresh now), reconciler/wait, reconciler/metrics, health, or
-// "db/show desired-files".
+// A running agent serves hive's shell on a unix socket, as Cilium agents
+// do, for its own user only: /run/example/shell.sock as root,
+// $XDG_RUNTIME_DIR/example/shell.sock otherwise (--shell-sock-path),
+// mode 0600 in a directory no one else may write. "go run ./example
+// shell", run by that user, opens it; a command can also be given
+// directly: reconciler/status, reconciler/full (prune and refresh now),
+// reconciler/wait, reconciler/metrics, health, or "db/show
+// desired-files". Nothing in it runs programs or reads files outside its
+// private working directory unless the agent runs with
+// --shell-unrestricted (which adds exec and cat).
 //
 // # Safety
 //

@@ -46,21 +46,21 @@ func startAgent(t *testing.T, root string) (*agent, error) {
 }
 
 // startAgentWith starts the example with the given --state-dir,
-// --desired-file and --shell-sock-path.
-func startAgentWith(t *testing.T, dir, desired, socket string) (*agent, error) {
+// --desired-file and --shell-sock-path, and extra flags.
+func startAgentWith(t *testing.T, dir, desired, socket string, extra ...string) (*agent, error) {
 	a := &agent{dir: dir, desired: desired, socket: socket}
 	var srv *agentkit.Server
 	h := newHive(cell.Invoke(func(s *agentkit.Server, db *statedb.DB, files statedb.Table[*File], rec reconciler.Reconciler[*File]) {
 		srv, a.db, a.files, a.rec = s, db, files, rec
 	}))
 	var err error
-	a.Agent, err = agenttest.TryStart(t, h, []string{
+	a.Agent, err = agenttest.TryStart(t, h, append([]string{
 		"--state-dir", a.dir,
 		"--desired-file", a.desired,
 		"--shell-sock-path", a.socket,
 		"--http-addr", "127.0.0.1:0",
 		"--full-reconciliation-interval", fullInterval.String(),
-	}, func() *agentkit.Server { return srv })
+	}, extra...), func() *agentkit.Server { return srv })
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +87,39 @@ func (a *agent) attempted(t *testing.T) {
 	if _, _, err := a.rec.WaitUntilReconciled(ctx, a.files.Revision(a.db.ReadTxn())); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// saved lists the files of the saved desired files' directory.
+func (a *agent) saved(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(defaultSpecDir(a.desired))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// savedState is the desired-state file and every saved desired file,
+// with their contents.
+func (a *agent) savedState(t *testing.T) string {
+	t.Helper()
+	header, err := os.ReadFile(a.desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(header)
+	for _, name := range a.saved(t) {
+		data, err := os.ReadFile(filepath.Join(defaultSpecDir(a.desired), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out += name + ": " + string(data)
+	}
+	return out
 }
 
 // want is a file the state directory should hold.
@@ -223,10 +256,7 @@ func TestEndToEnd(t *testing.T) {
 // testBadRequests: requests the API refuses change neither the desired set
 // nor the directory.
 func testBadRequests(t *testing.T, a *agent, expected map[string]want) {
-	desiredBefore, err := os.ReadFile(a.desired)
-	if err != nil {
-		t.Fatal(err)
-	}
+	desiredBefore := a.savedState(t)
 	ok := `{"content": "x"}`
 	for _, c := range []struct {
 		method, path, body string
@@ -263,12 +293,8 @@ func testBadRequests(t *testing.T, a *agent, expected map[string]want) {
 	if n := len(a.listed(t)); n != len(expected) {
 		t.Fatalf("%d desired files, want %d", n, len(expected))
 	}
-	desiredAfter, err := os.ReadFile(a.desired)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(desiredBefore, desiredAfter) {
-		t.Fatalf("desired-state file changed:\n%s\nto\n%s", desiredBefore, desiredAfter)
+	if desiredAfter := a.savedState(t); desiredBefore != desiredAfter {
+		t.Fatalf("saved desired state changed:\n%s\nto\n%s", desiredBefore, desiredAfter)
 	}
 }
 

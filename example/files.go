@@ -12,6 +12,7 @@ import (
 
 	convergeindex "github.com/converge-go/converge/index"
 	"github.com/converge-go/converge/reconciler"
+	"github.com/converge-go/converge/source"
 )
 
 // MaxContentSize is the largest content a desired file may have. The whole
@@ -107,8 +108,8 @@ var errTooLarge = errors.New("content too large")
 func (s FileSpec) validate() error {
 	switch {
 	case !validName.MatchString(s.Name):
-		return fmt.Errorf("%w: name %q: want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
-			errInvalidFile, s.Name)
+		return fmt.Errorf("%w: name %s: want 1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+			errInvalidFile, source.Quote(s.Name))
 	case len(s.Content) > MaxContentSize:
 		return fmt.Errorf("%w: %s has %d bytes of content, the limit is %d", errTooLarge, s.Name, len(s.Content), MaxContentSize)
 	}
@@ -129,7 +130,7 @@ func (m FileMode) MarshalText() ([]byte, error) { return []byte(m.String()), nil
 func (m *FileMode) UnmarshalText(text []byte) error {
 	v, err := strconv.ParseUint(string(text), 8, 32)
 	if err != nil {
-		return fmt.Errorf("%w: mode %q: want octal permission bits such as \"0644\"", errInvalidFile, text)
+		return fmt.Errorf("%w: mode %s: want octal permission bits such as \"0644\"", errInvalidFile, source.Quote(string(text)))
 	}
 	*m = FileMode(v)
 	return nil

@@ -4,18 +4,12 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
-	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 )
-
-// defaultShellSocket is where the running agent serves the hive shell
-// (flag --shell-sock-path), next to the state directory. "go run ./example
-// shell" connects to it.
-const defaultShellSocket = "example-shell.sock"
 
 // exampleCell is the application: the table of desired files, its
 // reconciler, the desired-state file and the HTTP server.
@@ -56,7 +50,7 @@ var exampleCell = cell.Module(
 // newHive returns the application's hive, with extra cells added (the
 // test adds one that captures objects to drive it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), source.Cell, source.PrometheusCell, exampleCell)
+	cells := append(agentkit.BaseCells(), agentkit.ShellCell("example"), source.Cell, source.PrometheusCell, exampleCell)
 	return agentkit.NewHive(append(cells, extra...)...)
 }
 
@@ -66,7 +60,7 @@ func main() {
 		Short: "Keep a directory in sync with a table of desired files",
 		Long: "Keeps --state-dir in sync with a table of desired files that an HTTP API\n" +
 			"changes, using converge's reconciler. See the package documentation.",
-		ShellSocket: defaultShellSocket,
-		Greeting:    "converge example shell: try reconciler/status, db/show desired-files, health, help",
+		Shell:    true,
+		Greeting: "converge example shell: try reconciler/status, db/show desired-files, health, help",
 	})
 }

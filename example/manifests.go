@@ -103,8 +103,11 @@ type manifestSpec struct {
 
 // errorStatus is the HTTP status of an error of the desired state.
 func errorStatus(err error) int {
-	if errors.Is(err, errNotAPIFile) {
+	switch {
+	case errors.Is(err, errNotAPIFile):
 		return http.StatusConflict
+	case errors.Is(err, errLimit):
+		return http.StatusForbidden
 	}
 	return http.StatusInternalServerError
 }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,13 +119,9 @@ func TestManifestsAndAPI(t *testing.T) {
 	expect("m1's files deleted", base)
 	a.settle(t)
 
-	// The desired-state file holds the API's files only.
-	data, err := os.ReadFile(a.desired)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(data), "a.txt") || strings.Contains(string(data), "d.txt") {
-		t.Fatalf("desired-state file %s: want a.txt only", data)
+	// The API's files only are saved.
+	if got := a.saved(t); !slices.Equal(got, []string{"a.txt.json"}) {
+		t.Fatalf("saved desired files %v: want a.txt only", got)
 	}
 }
 

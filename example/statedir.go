@@ -16,8 +16,12 @@ import (
 // directory (see checkStateDir).
 type desiredFile struct {
 	// StateDir is the absolute path of the state directory.
-	StateDir string     `json:"state_dir"`
-	Files    []FileSpec `json:"files"`
+	StateDir string `json:"state_dir"`
+	// FilesDir is the directory of the desired files (specDir), a name
+	// beside this file. Older versions kept the files in Files instead;
+	// they refuse to start on a file that has FilesDir.
+	FilesDir string     `json:"files_dir,omitempty"`
+	Files    []FileSpec `json:"files,omitempty"`
 }
 
 // absStateDir returns the absolute, clean path of a --state-dir, the form

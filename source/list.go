@@ -38,7 +38,11 @@ func (s *source[Item, Obj]) relist(ctx context.Context, reason RelistReason) err
 		// At least one row an item, typically one: sized once too.
 		s.w.rows = make(map[string]*pkState[Obj], len(res.Items))
 	}
-	ts, snapRev := s.compare(res.Items)
+	ts, snapRev := s.compare(ctx, res.Items)
+	if err := ctx.Err(); err != nil {
+		// The hive is stopping: transforms may have been cut short.
+		return err
+	}
 	for key, it := range s.w.items {
 		if it.seen.Load() != s.w.gen {
 			ts = append(ts, transformed[Obj]{key: key, del: true})
@@ -89,14 +93,15 @@ const compareChunk = 16384
 // runs on every core: a relist of a million unchanged items is a million
 // transforms and lookups, and allocates nothing per unchanged item but
 // what Transform does. An item the ListerWatcher marks Unchanged is not
-// transformed at all.
+// transformed at all. Once ctx ends it stops early; relist then writes
+// nothing.
 //
 // For a key that yielded nothing before, it also notes whether its
 // objects are absent from the table (transformed.absent): if the table has
 // not changed by the time the write transaction starts (same table
 // revision), the write skips that lookup, so an initial list of a million
 // objects does its lookups on every core, not under the write lock.
-func (s *source[Item, Obj]) compare(items []Keyed[Item]) ([]transformed[Obj], statedb.Revision) {
+func (s *source[Item, Obj]) compare(ctx context.Context, items []Keyed[Item]) ([]transformed[Obj], statedb.Revision) {
 	rtxn := s.db.ReadTxn()
 	snapRev := s.cfg.Table.Revision(rtxn)
 	fresh := len(s.w.items) == 0
@@ -104,7 +109,10 @@ func (s *source[Item, Obj]) compare(items []Keyed[Item]) ([]transformed[Obj], st
 		if fresh { // everything will change: size the result once
 			changed = make([]transformed[Obj], 0, len(items))
 		}
-		for _, k := range items {
+		for i, k := range items {
+			if i%256 == 255 && ctx.Err() != nil {
+				return nil // stopping: relist checks ctx and writes nothing
+			}
 			if t, ok := s.compareOne(rtxn, k); ok {
 				changed = append(changed, t)
 			}

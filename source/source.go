@@ -289,11 +289,11 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time,
 			// a ListerWatcher may mark listed items Unchanged relative
 			// to them.
 			stop()
-			s.commit()
+			s.commit(ctx)
 			return ReasonResync
 		case <-s.resync:
 			stop()
-			s.commit()
+			s.commit(ctx)
 			return ReasonResync
 		case <-s.blocked.freed:
 			s.settleBlocked()
@@ -312,7 +312,7 @@ func (s *source[Item, Obj]) watch(ctx context.Context, resyncC <-chan time.Time,
 			if !s.collect(ctx) {
 				continue
 			}
-			events += s.commit()
+			events += s.commit(ctx)
 		}
 	}
 }
@@ -340,7 +340,7 @@ func (s *source[Item, Obj]) watchEnded(ctx context.Context, err error, events in
 	}
 	// Events that arrived before a disconnect are valid: commit them, so
 	// a reconnect resumes after them.
-	s.commit()
+	s.commit(ctx)
 	switch {
 	case errors.Is(err, ErrExpired):
 		s.failed(StageWatch, err)

@@ -1,13 +1,17 @@
 package source
 
 import (
+	"context"
 	"time"
 )
 
 // commit applies the buffered events in one write transaction and returns
 // how many it took. Transforms run before the write lock is taken; a batch
-// that changes nothing takes no write transaction at all.
-func (s *source[Item, Obj]) commit() int {
+// that changes nothing takes no write transaction at all. When ctx ends
+// meanwhile (the hive stops), the batch is dropped, not written: a
+// Transform may have been abandoned (dirsource gives up a decode at
+// Stop), and the next run lists again anyway.
+func (s *source[Item, Obj]) commit(ctx context.Context) int {
 	b := s.buf.drain()
 	s.metrics.Lag(time.Time{})
 	if len(b.events) == 0 {
@@ -31,6 +35,9 @@ func (s *source[Item, Obj]) commit() int {
 			}
 		}
 		ts = append(ts, t)
+	}
+	if ctx.Err() != nil {
+		return 0
 	}
 	var c counts
 	if len(ts) > 0 {

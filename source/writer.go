@@ -103,12 +103,14 @@ type transformed[Obj any] struct {
 
 // transform runs Config.Transform, recovering a panic as the item's
 // error, and refuses objects without a primary key and a primary key
-// repeated within the item.
+// repeated within the item. Its errors quote no more than a short prefix
+// of any key or value (shorten): they go to health, logs and Status.
 func (w *writer[Item, Obj]) transform(key string, it Item) (objs []Obj, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			objs, err = nil, fmt.Errorf("transform panicked: %v", p)
 		}
+		err = shorten(err)
 	}()
 	objs, err = w.cfg.Transform(key, it)
 	if err != nil {
@@ -121,7 +123,7 @@ func (w *writer[Item, Obj]) transform(key string, it Item) (objs []Obj, err erro
 	for _, o := range objs {
 		k, ok := w.pk.ObjectToKey(o)
 		if !ok {
-			return nil, fmt.Errorf("%w in table %s: %+v", ErrNoPrimaryKey, w.cfg.Table.Name(), o)
+			return nil, fmt.Errorf("%w in table %s: %s", ErrNoPrimaryKey, w.cfg.Table.Name(), Quote(fmt.Sprintf("%+v", o)))
 		}
 		if seen == nil {
 			continue
@@ -284,12 +286,20 @@ func (w *writer[Item, Obj]) removeProducer(key string, ps *pkState[Obj]) {
 	ps.producers = slices.DeleteFunc(ps.producers, func(p producer[Obj]) bool { return p.key == key })
 }
 
-// printable shows a primary key as text when it is printable, else in hex.
+// printable shows a primary key as text when it is printable, else in
+// hex; either way at most MaxQuoted bytes of it, and its length when it
+// is cut (a key can be content: a manifest's name field).
 func printable(k []byte) string {
-	for _, r := range string(k) {
+	cut := k[:len(cutString(string(k), MaxQuoted))]
+	s := string(cut)
+	for _, r := range s {
 		if r < 0x20 || r > 0x7e {
-			return fmt.Sprintf("%x", k)
+			s = fmt.Sprintf("%x", cut)
+			break
 		}
 	}
-	return string(k)
+	if len(cut) < len(k) {
+		s += fmt.Sprintf("... (%d bytes)", len(k))
+	}
+	return s
 }

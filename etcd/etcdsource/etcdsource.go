@@ -27,10 +27,24 @@ import (
 	"github.com/converge-go/converge/source"
 )
 
-// DefaultPageSize is how many keys one list request reads: large enough
-// that 100k keys take ten round trips, small enough that a response stays
-// far below etcd's 2 MiB request limit for small values.
+// DefaultPageSize is how many keys one list request reads at most: large
+// enough that 100k small keys take about fourteen round trips.
 const DefaultPageSize = 10000
+
+// DefaultPageBytes is about how many bytes of keys and values one list
+// response holds: etcd's values can be large (up to its request limit,
+// 1.5 MiB by default), and 10,000 of them in one response would be
+// gigabytes in etcd's memory, on the wire and in the client's.
+const DefaultPageBytes = 8 << 20
+
+// maxValueBytes is the largest value etcd accepts by default (its
+// --max-request-bytes): a first page of PageBytes/maxValueBytes keys
+// stays within PageBytes whatever the values are.
+const maxValueBytes = 3 << 19
+
+// pageGrowth bounds how much larger than the last page the next one
+// asks for: the size of the values seen so far is a guess for the next.
+const pageGrowth = 8
 
 // KeyValue is one etcd key: the item type of the source. Key is the whole
 // key, prefix included; it is also the source's key of the item.
@@ -53,6 +67,13 @@ type ListerWatcher struct {
 	prefix   string
 	pageSize int64
 
+	// PageBytes bounds a list response, roughly, in bytes of keys and
+	// values (DefaultPageBytes when 0): the first page asks for as many
+	// keys as fit if every value were as large as etcd allows, and each
+	// next page for as many as fit at the size of the last page's
+	// values, at most pageGrowth times the last page and pageSize.
+	PageBytes int64
+
 	// ProgressEvery is how often a watch asks etcd for a progress
 	// notification (delivered as a source.Bookmark), to prove that it
 	// is alive while nothing changes. 0: never.
@@ -62,7 +83,8 @@ type ListerWatcher struct {
 var _ source.ListerWatcher[KeyValue] = (*ListerWatcher)(nil)
 
 // NewListerWatcher returns a ListerWatcher of the keys under prefix,
-// listed pageSize keys at a time (DefaultPageSize when 0).
+// listed at most pageSize keys at a time (DefaultPageSize when 0), and
+// about PageBytes bytes.
 func NewListerWatcher(client *clientv3.Client, prefix string, pageSize int64) *ListerWatcher {
 	if pageSize <= 0 {
 		pageSize = DefaultPageSize
@@ -86,13 +108,14 @@ func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[KeyValue],
 		// smallest key on", and refuses an empty key.
 		from, end = "\x00", "\x00"
 	}
+	limit := lw.firstPage()
 	for {
 		// The first page is a linearizable read: a serializable one
 		// could come from a lagging member, and a relist would then go
 		// back in time (resurrecting deleted keys until the watch caught
 		// up). The later pages read at the first page's revision.
 		// Ranges come in key order, which the source's inserts like.
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(lw.pageSize)}
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(limit)}
 		if !first {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -104,17 +127,41 @@ func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[KeyValue],
 			rev, first = resp.Header.Revision, false
 			res.Items = make([]source.Keyed[KeyValue], 0, resp.Count)
 		}
+		bytes := 0
 		for _, kv := range resp.Kvs {
 			k := string(kv.Key)
 			res.Items = append(res.Items, source.Keyed[KeyValue]{Key: k, Item: KeyValue{Key: k, Value: kv.Value, ModRevision: kv.ModRevision}})
+			bytes += len(kv.Key) + len(kv.Value)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			break
 		}
+		limit = lw.nextPage(limit, len(resp.Kvs), bytes)
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
 	res.Resume = strconv.FormatInt(rev, 10)
 	return res, nil
+}
+
+func (lw *ListerWatcher) pageBytes() int64 {
+	if lw.PageBytes > 0 {
+		return lw.PageBytes
+	}
+	return DefaultPageBytes
+}
+
+// firstPage is how many keys the first page asks for: as many as fit in
+// PageBytes if every value were as large as etcd allows.
+func (lw *ListerWatcher) firstPage() int64 {
+	return min(max(lw.pageBytes()/maxValueBytes, 1), lw.pageSize)
+}
+
+// nextPage is how many keys the page after one of n keys and bytes bytes,
+// asked with limit, asks for: as many as fit in PageBytes at that page's
+// size per key, at most pageGrowth times limit and pageSize.
+func (lw *ListerWatcher) nextPage(limit int64, n, bytes int) int64 {
+	perKey := max(int64(bytes)/int64(n), 1)
+	return min(max(lw.pageBytes()/perKey, 1), pageGrowth*limit, lw.pageSize)
 }
 
 // Watch implements source.ListerWatcher: the changes after revision

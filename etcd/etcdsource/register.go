@@ -23,6 +23,9 @@ type Config[Obj comparable] struct {
 	// PageSize: see DefaultPageSize.
 	PageSize int64
 
+	// PageBytes: see DefaultPageBytes and ListerWatcher.PageBytes.
+	PageBytes int64
+
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
 	// Transform are set by New. Resync stays off by default: etcd's watch
@@ -53,6 +56,7 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 		sc.StaleAfter = DefaultStaleAfter
 	}
 	lw := NewListerWatcher(cfg.Client, cfg.Prefix, cfg.PageSize)
+	lw.PageBytes = cfg.PageBytes
 	if sc.StaleAfter > 0 {
 		lw.ProgressEvery = sc.StaleAfter / 3
 	}

@@ -1,7 +1,9 @@
 package etcdsource_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"iter"
 	"maps"
@@ -188,5 +190,36 @@ func waitTarget(t *testing.T, tg *target, want map[string]string) {
 			t.Fatalf("target %v, want %v", got, want)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Finding 3 on etcd: a value that fails to decode is reported (health,
+// Status) with no more than a short prefix of what it quotes: a JSON
+// decoder names an unknown field whole.
+func TestDecodeErrorsQuoteShortPrefixes(t *testing.T) {
+	srv := etcdtest.Start(t)
+	secret := "root:$6$Hx1rOq2JfQYz0t4j$Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0Lw0123456789:19000:0:99999:7:::"
+	srv.Put(context.Background(), prefix+"db", `{"size": 1, "`+secret+`": 2}`)
+	f := start(t, srv.Client(srv.Endpoint()), func(c *etcdsource.Config[*obj], _ reconciler.Params) error {
+		c.Decode = func(kv etcdsource.KeyValue) ([]*obj, error) {
+			var spec struct{ Size int }
+			dec := json.NewDecoder(bytes.NewReader(kv.Value))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&spec); err != nil {
+				return nil, err
+			}
+			return []*obj{{Key: strings.TrimPrefix(kv.Key, prefix), Value: string(kv.Value)}}, nil
+		}
+		return nil
+	})
+	s := f.waitStatus(func(s source.StatusSnapshot) bool { return s.FailingCount == 1 })
+	msg := s.Failing[0].Error
+	if !strings.Contains(msg, "unknown field") {
+		t.Fatalf("error %q", msg)
+	}
+	for i := 0; i+source.MaxQuoted < len(secret); i++ {
+		if strings.Contains(msg, secret[i:i+source.MaxQuoted+1]) || strings.Contains(s.HealthMessage(), secret[i:i+source.MaxQuoted+1]) {
+			t.Fatalf("error %q quotes more than %d bytes of the value", msg, source.MaxQuoted)
+		}
 	}
 }

@@ -63,8 +63,11 @@
 // keys and the desired revision they cover. Slot changes are published at
 // once, count changes at most every SummaryInterval, so the write rate
 // does not depend on the number of objects. ReadView folds the summaries,
-// the members and the claims into a View; ViewHandler serves it over HTTP
-// (200 when done, 503 otherwise). The view is Done only when every slot is
+// the members and the claims into a View, reading the desired keys in
+// pages, keys only, and only as far as the first one newer than the
+// summaries cover; ViewHandler serves it over HTTP (200 when done, 503
+// otherwise), one read at a time however many clients poll it. The view
+// is Done only when every slot is
 // claimed by a live member whose summary lists it and was written after
 // the claim, no count is outstanding, and every summary covers the
 // desired state as the view read it (a summary left by a killed replica,

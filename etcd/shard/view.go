@@ -52,15 +52,21 @@ type claimSeen struct {
 	rev   int64 // create revision
 }
 
+// viewPageSize is how many desired keys one read of ReadView returns at
+// most: the desired state may hold millions of keys.
+var viewPageSize int64 = 10000
+
 // ReadView reads the cluster-wide view of the group at prefix, whose
-// desired state is the keys under desired, in one consistent read (and
-// one more read of the desired keys at an older revision, to tell whether
-// they changed since the oldest revision the summaries cover). It fails
-// only when etcd does.
+// desired state is the keys under desired, in one consistent read of the
+// group's keys and the number of desired keys; then, to tell whether the
+// desired state changed since the oldest revision the summaries cover,
+// the number of desired keys then and, if it is the same, the desired
+// keys now (keys only, in pages of at most viewPageSize) until one is
+// newer. It fails only when etcd does.
 func ReadView(ctx context.Context, cli *clientv3.Client, prefix, desired string) (View, error) {
 	resp, err := cli.Txn(ctx).Then(
 		clientv3.OpGet(prefix+"/", clientv3.WithPrefix()),
-		clientv3.OpGet(desired, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(desired, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
 		return View{}, fmt.Errorf("read %s: %w", prefix, err)
@@ -74,8 +80,8 @@ func ReadView(ctx context.Context, cli *clientv3.Client, prefix, desired string)
 	v.fold(claims, live)
 	covers := v.minCovers()
 	if covers > 0 {
-		now := resp.Responses[1].GetResponseRange().GetKvs()
-		v.Covered, err = unchangedSince(ctx, cli, desired, covers, v.Revision, now)
+		count := resp.Responses[1].GetResponseRange().GetCount()
+		v.Covered, err = unchangedSince(ctx, cli, desired, covers, v.Revision, count)
 		if err != nil {
 			return View{}, err
 		}
@@ -159,39 +165,59 @@ func (v *View) minCovers() int64 {
 	return oldest
 }
 
-// unchangedSince reports whether the desired keys at revision at (now,
-// keys only) are those at revision since: then no change of the desired
-// state, delete included, happened after since. A compacted since is an
-// unknown, not a failure: false.
-func unchangedSince(ctx context.Context, cli *clientv3.Client, desired string, since, at int64, now []*mvccpb.KeyValue) (bool, error) {
+// unchangedSince reports whether the desired keys at revision at (count
+// of them) are those at revision since: then no change of the desired
+// state, delete included, happened after since. They are when as many
+// keys were there at since and none of the keys at at was written after
+// since (a key written after since is a change; with none, every key at
+// at was there at since, unchanged, and the same count leaves no room
+// for a deleted one). The keys are read in pages, and only until the
+// first newer one. A compacted since is an unknown, not a failure: false.
+func unchangedSince(ctx context.Context, cli *clientv3.Client, desired string, since, at, count int64) (bool, error) {
 	if since >= at {
 		return true, nil
 	}
-	then, err := cli.Get(ctx, desired, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithRev(since))
+	then, err := cli.Get(ctx, desired, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(since))
 	if err != nil {
 		if errors.Is(err, rpctypes.ErrCompacted) {
 			return false, nil
 		}
 		return false, fmt.Errorf("read %s at %d: %w", desired, since, err)
 	}
-	if len(then.Kvs) != len(now) {
+	if then.Count != count {
 		return false, nil
 	}
-	for i, kv := range then.Kvs {
-		if string(kv.Key) != string(now[i].Key) || kv.ModRevision != now[i].ModRevision {
-			return false, nil
+	from, end := desired, clientv3.GetPrefixRangeEnd(desired)
+	for {
+		page, err := cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithRev(at),
+			clientv3.WithKeysOnly(), clientv3.WithLimit(viewPageSize))
+		if err != nil {
+			return false, fmt.Errorf("read %s at %d: %w", desired, at, err)
 		}
+		for _, kv := range page.Kvs {
+			if kv.ModRevision > since {
+				return false, nil
+			}
+		}
+		if !page.More || len(page.Kvs) == 0 {
+			return true, nil
+		}
+		from = string(page.Kvs[len(page.Kvs)-1].Key) + "\x00"
 	}
-	return true, nil
 }
 
 // ViewHandler serves ReadView of the group at prefix, with its desired
 // state under desired, as JSON: 200 when the whole desired set is done,
 // 503 otherwise (so a probe can wait on it), and 502 when etcd cannot be
-// read.
+// read. It reads one view at a time, whatever the number of clients
+// polling it: requests that come while a read is in progress share the
+// next one (never that one, which may have started before the change a
+// client waits for).
 func ViewHandler(cli *clientv3.Client, prefix, desired string) http.Handler {
+	var f flight
+	read := func(ctx context.Context) (View, error) { return ReadView(ctx, cli, prefix, desired) }
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		v, err := ReadView(r.Context(), cli, prefix, desired)
+		v, err := f.do(r.Context(), read)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return

@@ -4,17 +4,11 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
-	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/reconciler"
 )
-
-// defaultShellSocket is where the running program serves the hive shell
-// (flag --shell-sock-path). "go run ./example/firewall shell" connects to
-// it.
-const defaultShellSocket = "firewall-shell.sock"
 
 // firewallCell is the application: the table of desired rules, its
 // reconciler, the nft target and the HTTP server.
@@ -52,7 +46,7 @@ var firewallCell = cell.Module(
 // newHive returns the application's hive, with extra cells added (the
 // test adds one that captures objects to drive it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), firewallCell)
+	cells := append(agentkit.BaseCells(), agentkit.ShellCell("firewall"), firewallCell)
 	return agentkit.NewHive(append(cells, extra...)...)
 }
 
@@ -63,7 +57,7 @@ func main() {
 		Long: "Keeps the nftables table inet converge_firewall, in a private network namespace\n" +
 			"(or --netns), in sync with a table of allowed ports that an HTTP API changes,\n" +
 			"using converge's whole-set reconciler. Needs root. See the package documentation.",
-		ShellSocket: defaultShellSocket,
-		Greeting:    "converge firewall shell: try reconciler/status, db/show desired-rules, health, help",
+		Shell:    true,
+		Greeting: "converge firewall shell: try reconciler/status, db/show desired-rules, health, help",
 	})
 }

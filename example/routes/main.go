@@ -7,18 +7,12 @@ import (
 	"github.com/cilium/hive"
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/job"
-	"github.com/cilium/hive/shell"
 	"github.com/cilium/statedb"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
 	"github.com/converge-go/converge/reconciler"
 )
-
-// defaultShellSocket is where the running agent serves the hive shell
-// (flag --shell-sock-path). "go run ./example/routes shell" connects to
-// it.
-const defaultShellSocket = "routes-shell.sock"
 
 // routesModule is the application: the table of desired routes, the
 // kernel it reconciles them into, the reconciler and the HTTP server.
@@ -57,7 +51,7 @@ func routesModule(extra ...cell.Cell) cell.Cell {
 // the routes module (the test adds one that captures objects to drive
 // it).
 func newHive(extra ...cell.Cell) *hive.Hive {
-	cells := append(agentkit.BaseCells(), shell.ServerCell(defaultShellSocket), routesModule(extra...))
+	cells := append(agentkit.BaseCells(), agentkit.ShellCell("routes"), routesModule(extra...))
 	return agentkit.NewHive(cells...)
 }
 
@@ -122,7 +116,7 @@ func main() {
 		Long: "Keeps the routes of a routing table of its own, in a private network namespace\n" +
 			"(or --netns), in sync with a table of desired routes that an HTTP API changes,\n" +
 			"using converge's reconciler. Needs root. See the package documentation.",
-		ShellSocket: defaultShellSocket,
-		Greeting:    "converge routes shell: try reconciler/status, db/show desired-routes, health, help",
+		Shell:    true,
+		Greeting: "converge routes shell: try reconciler/status, db/show desired-routes, health, help",
 	})
 }

@@ -76,7 +76,7 @@ var sessionSteps = []step{
 
 // rmStep is the reset line: it runs with the agent stopped (its comment
 // says so), and the test first checks the refusal the README quotes.
-var rmStep = regexp.MustCompile(`^rm -r example-state example-desired\.json$`)
+var rmStep = regexp.MustCompile(`^rm -r example-state example-desired\.json\*$`)
 
 // TestReadmeExampleSession runs the README's session with the example
 // agent, line by line, against the built agent on a free port, and checks
@@ -152,6 +152,11 @@ func (s *session) reset(t *testing.T, rm string) {
 	}
 	if out, err := shell(context.Background(), s.dir, rm); err != nil {
 		t.Fatalf("%s: %v\n%s", rm, err, out)
+	}
+	for _, name := range []string{"example-state", "example-desired.json", "example-desired.json.d"} {
+		if _, err := os.Stat(filepath.Join(s.dir, name)); err == nil {
+			t.Errorf("%s is still there after the README's reset line", name)
+		}
 	}
 	a := startAgent(t, s.bin, s.dir, s.args...)
 	a.ready(t)

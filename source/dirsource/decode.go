@@ -32,8 +32,11 @@ func Lenient() DecodeOption { return func(o *decodeOptions) { o.lenient = true }
 // Decoding is strict unless Lenient is given: a field T does not have,
 // and a key repeated in one mapping, are errors. Errors carry the line,
 // as "yaml: line 3: ..." for a syntax error or "line 3: field imgae not
-// found in type ..." for a bad field, and say which document failed. Use
-// it in Config.Decode, followed by checks of your own.
+// found in type ..." for a bad field, and say which document failed.
+// They quote no more than a short prefix of any key, value, tag or anchor
+// (see source.Quote): a manifest's errors go to health. Decoding takes
+// time linear in the size of data. Use it in Config.Decode, followed by
+// checks of your own (quoting what they show with source.Quote).
 func DecodeYAML[T any](data []byte, opts ...DecodeOption) ([]T, error) {
 	var o decodeOptions
 	for _, opt := range opts {
@@ -50,7 +53,7 @@ func DecodeYAML[T any](data []byte, opts ...DecodeOption) ([]T, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, fixLine(err, data))
+			return nil, fmt.Errorf("document %d: %w", i, safeError(fixLine(err, data)))
 		}
 		if v != nil {
 			out = append(out, *v)
@@ -97,8 +100,10 @@ func lines(data []byte) int {
 			if i+1 < len(s) && s[i+1] == '\n' {
 				i++
 			}
-		case strings.HasPrefix(s[i:], "\u0085"), strings.HasPrefix(s[i:], "\u2028"), strings.HasPrefix(s[i:], "\u2029"):
-			i += len(string([]rune(s[i:])[0])) - 1
+		case strings.HasPrefix(s[i:], "\u0085"):
+			i++
+		case strings.HasPrefix(s[i:], "\u2028"), strings.HasPrefix(s[i:], "\u2029"):
+			i += 2
 		default:
 			continue
 		}

@@ -2,6 +2,8 @@ package dirsource
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,6 +44,15 @@ type Config[Obj comparable] struct {
 	// had. Default DefaultMaxFileSize.
 	MaxFileSize int64
 
+	// AllowSymlinksOutside lets a manifest be a symbolic link that
+	// resolves outside Dir. By default such a link is not read and is
+	// reported on its name (ErrOutsideDir): whoever may write the
+	// directory must not get an agent that runs as root to read, and
+	// report errors about, a file they cannot read themselves. Links
+	// that stay inside Dir, such as the "..data" links of a Kubernetes
+	// ConfigMap or Secret mount, are always followed.
+	AllowSymlinksOutside bool
+
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer and metrics. Its ListerWatcher and
 	// Transform are set by New. Source.Resync defaults to DefaultResync
@@ -81,6 +92,7 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 		return nil, fmt.Errorf("directory source %q: %w", cfg.Source.Name, err)
 	}
 	lw.MaxFileSize = cfg.MaxFileSize
+	lw.AllowSymlinksOutside = cfg.AllowSymlinksOutside
 	sc := cfg.Source
 	sc.ListerWatcher = lw
 	decode := cfg.Decode
@@ -94,11 +106,45 @@ func New[Obj comparable](cfg Config[Obj], p source.Params) (source.Source, error
 			return nil, ErrEmptyFile
 		}
 		// The error is reported on the item's key, the file name.
-		return decode(name, f.Data)
+		return abandonable(lw.running, func() ([]Obj, error) { return decode(name, f.Data) })
 	}
 	if sc.Resync == 0 {
 		sc.Resync = DefaultResync
 	}
 
 	return source.New(sc, p)
+}
+
+// errAbandoned is the error of a decode abandoned because the source
+// stopped; the source writes nothing after its run ends, so it is never
+// reported.
+var errAbandoned = errors.New("decode abandoned: the source is stopping")
+
+// abandonable runs decode on a goroutine of its own and waits for it, or
+// for ctx (the source's run) to end: a decode in progress never holds up
+// the hive's Stop. An abandoned decode runs to its end unobserved; it
+// takes time linear in the file (at most Config.MaxFileSize) and its
+// result is dropped. A panic in decode is its error.
+func abandonable[Obj any](ctx context.Context, decode func() ([]Obj, error)) ([]Obj, error) {
+	type result struct {
+		objs []Obj
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r = result{err: fmt.Errorf("decode panicked: %v", p)}
+			}
+			done <- r
+		}()
+		r.objs, r.err = decode()
+	}()
+	select {
+	case r := <-done:
+		return r.objs, r.err
+	case <-ctx.Done():
+		return nil, errAbandoned
+	}
 }

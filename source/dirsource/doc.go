@@ -31,6 +31,18 @@
 //     Config.MaxFileSize (ErrTooLarge) is reported on its name while
 //     every other file is applied. A non-regular file is never opened,
 //     and reads never block, so nothing holds up Stop or a resync.
+//   - A name that is a symbolic link resolving outside the directory is
+//     refused (ErrOutsideDir) and never opened, unless
+//     Config.AllowSymlinksOutside: whoever writes the directory must not
+//     have an agent running as root read files they cannot. Links that
+//     stay inside, as a ConfigMap mount's "..data" ones do, are followed;
+//     the opened file is checked to be the one the name leads to, so a
+//     link swapped meanwhile is not read.
+//   - Errors quote no more than a short prefix of a manifest's keys and
+//     values (DecodeYAML's, and the source's for every item; see
+//     source.Quote): health may be served to anyone who can connect.
+//     Decoding takes time linear in the file, and a decode in progress
+//     is abandoned at Stop.
 //   - Two files that define the same object are both reported
 //     (source.ErrDuplicate); the file first by name wins, at every resync
 //     and after a restart.

@@ -32,6 +32,12 @@ var (
 	// is not read, and keeps the objects it had.
 	ErrTooLarge = errors.New("file too large")
 
+	// ErrOutsideDir is reported on a manifest name that is a symbolic
+	// link resolving outside the directory, unless
+	// Config.AllowSymlinksOutside is set. It is never opened; the other
+	// files are applied, and it keeps the objects it had.
+	ErrOutsideDir = errors.New("symbolic link resolves outside the directory")
+
 	// ErrNotDir is wrapped when Config.Dir is not a directory.
 	ErrNotDir = errors.New("not a directory")
 )

@@ -64,13 +64,16 @@ func decode(name string, data []byte) ([]*obj, error) {
 }
 
 type fixture struct {
-	t      testing.TB
-	dir    string
-	db     *statedb.DB
-	table  statedb.RWTable[*obj]
-	src    source.Source
-	mu     sync.Mutex
-	writes map[string]int // key -> rows written
+	t       testing.TB
+	hive    *hive.Hive
+	log     *slog.Logger
+	stopped bool
+	dir     string
+	db      *statedb.DB
+	table   statedb.RWTable[*obj]
+	src     source.Source
+	mu      sync.Mutex
+	writes  map[string]int // key -> rows written
 }
 
 // start runs a hive with one directory source over a new temporary
@@ -125,12 +128,22 @@ func start(t testing.TB, prepare func(dir string), tune func(*dirsource.Config[*
 	if err := h.Start(log, ctx); err != nil {
 		t.Fatal(err)
 	}
+	f.hive, f.log = h, log
 	t.Cleanup(func() {
-		if err := h.Stop(log, context.Background()); err != nil {
-			t.Error(err)
+		if !f.stopped {
+			f.stop(context.Background())
 		}
 	})
 	return f
+}
+
+// stop stops the hive (once), failing the test if that fails within ctx.
+func (f *fixture) stop(ctx context.Context) {
+	f.t.Helper()
+	f.stopped = true
+	if err := f.hive.Stop(f.log, ctx); err != nil {
+		f.t.Error(err)
+	}
 }
 
 // contents is the table as "key=value@file" strings, sorted.

@@ -99,3 +99,56 @@ func TestUnsupportedFilesystems(t *testing.T) {
 		t.Errorf("temp dir: %v", err)
 	}
 }
+
+// A link swapped to a file outside the directory between the checks and
+// the open, and left so or swapped back right after the open, is never
+// read: the opened file must be the one the name leads to inside the
+// directory after the open.
+func TestSymlinkSwappedAtOpenIsNotRead(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	secret := filepath.Join(outside, "secret.yaml")
+	if err := os.WriteFile(secret, []byte("key: secret\nvalue: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "..real.yaml"), []byte("key: k\nvalue: ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "a.yaml")
+	point := func(target string) {
+		tmp := link + ".new"
+		if err := os.Symlink(target, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	point("..real.yaml")
+	lw, err := NewListerWatcher(dir, nil, time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _, _ := lw.read("a.yaml"); f.Err != nil || !strings.Contains(string(f.Data), "ok") {
+		t.Fatalf("untouched: %q %v", f.Data, f.Err)
+	}
+	for _, back := range []bool{false, true} {
+		opens := 0
+		lw.opening = func(path string, opened bool) {
+			switch {
+			case !opened:
+				opens++
+				point(secret)
+			case back:
+				point("..real.yaml")
+			}
+		}
+		f, _, gone := lw.read("a.yaml")
+		if gone || f.Data != nil || f.Err == nil || opens == 0 {
+			t.Fatalf("back %v: read %q, %v, gone %v, %d opens", back, f.Data, f.Err, gone, opens)
+		}
+		if want := map[bool]error{false: ErrOutsideDir, true: ErrUnreadable}[back]; !errors.Is(f.Err, want) {
+			t.Fatalf("back %v: %v, want %v", back, f.Err, want)
+		}
+		point("..real.yaml")
+	}
+}

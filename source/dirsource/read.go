@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -29,13 +30,31 @@ type stamp struct {
 
 // read reads one manifest without ever blocking: it stats the name
 // (following symlinks, as a ConfigMap's are), refuses what is not a
-// regular file or is over max, and opens with O_NONBLOCK, checking the
-// opened file again, so that a FIFO or device swapped in meanwhile is
-// never read. A problem with the file is returned in File.Err, for the
-// source to report on that file alone; gone says it does not exist.
-func read(dir, name string, max int64) (f File, st stamp, gone bool) {
+// regular file, is over max or (unless allowed) resolves outside the
+// directory, and opens with O_NONBLOCK, checking the opened file again,
+// so that a FIFO or device swapped in meanwhile is never read, nor a file
+// outside the directory that a link swapped in meanwhile points to. A
+// problem with the file is returned in File.Err, for the source to report
+// on that file alone; gone says it does not exist.
+func (lw *ListerWatcher) read(name string) (f File, st stamp, gone bool) {
+	// A file replaced while it was opened (an editor's rename) is read
+	// again; see opened.
+	for range 3 {
+		f, st, gone = lw.readOnce(name)
+		if !errors.Is(f.Err, errReplaced) {
+			break
+		}
+	}
+	return f, st, gone
+}
+
+// errReplaced is readOnce's error for a name whose file changed between
+// the checks and the open.
+var errReplaced = fmt.Errorf("%w: the file was replaced while it was opened", ErrUnreadable)
+
+func (lw *ListerWatcher) readOnce(name string) (f File, st stamp, gone bool) {
 	f.Name = name
-	path := filepath.Join(dir, name)
+	path := filepath.Join(lw.dir, name)
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Gone, or a dangling symlink (a ConfigMap's after its data
@@ -47,11 +66,21 @@ func read(dir, name string, max int64) (f File, st stamp, gone bool) {
 		return f, stamp{unavailable: true}, false
 	}
 	st = stampOf(fi)
-	if err := checkEntry(fi, max); err != nil {
+	if _, err := lw.inside(path); err != nil {
+		f.Err = err
+		return f, st, errors.Is(err, fs.ErrNotExist)
+	}
+	if err := checkEntry(fi, lw.maxSize()); err != nil {
 		f.Err = err
 		return f, st, false
 	}
+	if lw.opening != nil {
+		lw.opening(path, false)
+	}
 	file, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if lw.opening != nil {
+		lw.opening(path, true)
+	}
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return f, st, true
@@ -62,13 +91,17 @@ func read(dir, name string, max int64) (f File, st stamp, gone bool) {
 	defer file.Close()
 	fi, err = file.Stat()
 	if err == nil {
-		err = checkEntry(fi, max)
+		err = checkEntry(fi, lw.maxSize())
+	}
+	if err == nil {
+		err = lw.opened(path, fi)
 	}
 	if err != nil {
 		f.Err = err
-		return f, st, false
+		return f, st, errors.Is(err, fs.ErrNotExist)
 	}
 	st = stampOf(fi)
+	max := lw.maxSize()
 	data, err := io.ReadAll(io.LimitReader(file, max+1))
 	switch {
 	case err != nil:
@@ -79,6 +112,61 @@ func read(dir, name string, max int64) (f File, st stamp, gone bool) {
 		f.Data = data
 	}
 	return f, st, false
+}
+
+// inside resolves path's symbolic links and fails with ErrOutsideDir when
+// the file they lead to is not in the directory (unless
+// AllowSymlinksOutside), or with an error wrapping fs.ErrNotExist when
+// there is nothing there any more. It returns the resolved path.
+func (lw *ListerWatcher) inside(path string) (string, error) {
+	if lw.AllowSymlinksOutside {
+		return path, nil
+	}
+	if lw.realDir == "" {
+		dir, err := filepath.EvalSymlinks(lw.dir)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+		}
+		lw.realDir = dir
+	}
+	dir := lw.realDir
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if rel, err := filepath.Rel(dir, real); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%w: %s leads to %s (Config.AllowSymlinksOutside allows it)", ErrOutsideDir, filepath.Base(path), real)
+	}
+	return real, nil
+}
+
+// opened checks that the file opened at path, whose stat is fi, is the
+// one path leads to now, inside the directory: a link changed between
+// the check before the open and the open itself (to a file outside, and
+// back) shows as another file (errReplaced), as does a file an editor
+// renamed into place meanwhile, which read reads again.
+func (lw *ListerWatcher) opened(path string, fi fs.FileInfo) error {
+	if lw.AllowSymlinksOutside {
+		return nil
+	}
+	real, err := lw.inside(path)
+	if err != nil {
+		return err
+	}
+	now, err := os.Stat(real)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
+	if !os.SameFile(fi, now) {
+		return errReplaced
+	}
+	return nil
 }
 
 // checkEntry refuses what is not a regular file, or is over max bytes.

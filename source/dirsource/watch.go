@@ -50,9 +50,24 @@ type ListerWatcher struct {
 	files   map[string]entry  // each file as the source last got it
 	seed    maphash.Seed
 
+	// AllowSymlinksOutside lets a manifest be a symlink that resolves
+	// outside the directory; see Config.AllowSymlinksOutside.
+	AllowSymlinksOutside bool
+
+	// realDir is dir with its symbolic links resolved, for the reads of
+	// one list or flush ("" until one needs it).
+	realDir string
+
+	// running is the context of the source's run, from the last List: a
+	// decode (New's Transform) in progress is abandoned when it ends.
+	running context.Context
+
 	// beforeEvent, when set (by tests), runs before each inotify event is
 	// handled: a test stalls it to make the kernel queue overflow.
 	beforeEvent func()
+	// opening, when set (by tests), runs right before a manifest's open
+	// and right after it: a test swaps a symlink there.
+	opening func(path string, opened bool)
 }
 
 // entry is a file as the source last got it: its stat, and its content's
@@ -74,7 +89,8 @@ func NewListerWatcher(dir string, match func(name string) bool, debounce time.Du
 	if match == nil {
 		match = DefaultMatch
 	}
-	lw := &ListerWatcher{dir: dir, match: match, debounce: debounce, files: map[string]entry{}, seed: maphash.MakeSeed()}
+	lw := &ListerWatcher{dir: dir, match: match, debounce: debounce, files: map[string]entry{}, seed: maphash.MakeSeed(),
+		running: context.Background()}
 	if err := lw.check(); err != nil {
 		return nil, err
 	}
@@ -141,6 +157,7 @@ func (lw *ListerWatcher) Close() error {
 // were when the source last got it is not read again: it is listed as
 // Unchanged. A file that cannot be read is listed with its Err.
 func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[File], error) {
+	lw.running = ctx
 	lw.Close()
 	w, err := lw.open()
 	if err != nil {
@@ -163,15 +180,18 @@ func (lw *ListerWatcher) List(ctx context.Context) (source.ListResult[File], err
 // readAll reads every matching file of the directory, or stats it only
 // when it is unchanged. A file that vanishes meanwhile is skipped.
 func (lw *ListerWatcher) readAll(ctx context.Context) ([]source.Keyed[File], map[string]entry, error) {
+	lw.realDir = ""
 	entries, err := os.ReadDir(lw.dir)
 	if err != nil {
 		return nil, nil, err
 	}
 	items := make([]source.Keyed[File], 0, len(entries))
 	files := make(map[string]entry, len(entries))
-	for i, e := range entries {
-		if i%256 == 255 && ctx.Err() != nil {
-			return nil, nil, ctx.Err()
+	for _, e := range entries {
+		// Each read is short (a regular file, at most MaxFileSize), but
+		// a directory may hold many: Stop does not wait for the rest.
+		if err := ctx.Err(); err != nil {
+			return nil, nil, err
 		}
 		name := e.Name()
 		if !lw.match(name) {
@@ -184,7 +204,7 @@ func (lw *ListerWatcher) readAll(ctx context.Context) ([]source.Keyed[File], map
 				continue
 			}
 		}
-		f, st, gone := read(lw.dir, name, lw.maxSize())
+		f, st, gone := lw.read(name)
 		if gone {
 			continue
 		}
@@ -246,7 +266,7 @@ func (lw *ListerWatcher) Watch(ctx context.Context, resume string, emit func(sou
 			}
 		case <-d.fire():
 			names, rescan := d.take()
-			if err := lw.flush(names, rescan, emit); err != nil {
+			if err := lw.flush(ctx, names, rescan, emit); err != nil {
 				return err
 			}
 		}
@@ -277,7 +297,8 @@ func (lw *ListerWatcher) event(ev fsnotify.Event, d *debouncer) error {
 // events land in different batches briefly has its object twice rather
 // than not at all. A file is recorded as the source's only once emit took
 // it.
-func (lw *ListerWatcher) flush(names map[string]struct{}, rescan bool, emit func(source.Event[File]) error) error {
+func (lw *ListerWatcher) flush(ctx context.Context, names map[string]struct{}, rescan bool, emit func(source.Event[File]) error) error {
+	lw.realDir = ""
 	if rescan {
 		entries, err := os.ReadDir(lw.dir)
 		if err != nil {
@@ -294,7 +315,10 @@ func (lw *ListerWatcher) flush(names map[string]struct{}, rescan bool, emit func
 	}
 	var removed []string
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		f, st, gone := read(lw.dir, name, lw.maxSize())
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		f, st, gone := lw.read(name)
 		if gone {
 			if _, known := lw.files[name]; known {
 				removed = append(removed, name)

@@ -21,7 +21,6 @@ import (
 
 // options are a replica's settings (its command line).
 type options struct {
-	endpoints    []string
 	name         string
 	prefix       string
 	leaderOnly   bool
@@ -36,19 +35,6 @@ type options struct {
 	// events receives one line per change of the number of owned scopes
 	// ("owned N"), for scripts and the fault tests.
 	events io.Writer
-}
-
-// newClient returns the replica's etcd client. gRPC pings a connection
-// at most every 10 s, so a member that stops answering without closing
-// its connections (a partition) is noticed late by the client itself: the
-// leases' own probes (they try the other members) keep this replica's
-// lease, and OperationTimeout bounds an operation stuck on that member.
-func newClient(endpoints []string) (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: 10 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
-		Logger: zapNop(),
-	})
 }
 
 // newHive returns one replica: its table of groups fed from etcd by the

@@ -32,6 +32,11 @@
 //	                     whole desired set is Done, 1 when not, 2 when
 //	                     etcd cannot be read
 //
+// The etcd client's flags are etcdctl's (--endpoints, --cacert, --cert,
+// --key, --user, with the password in --password-file), and so are the
+// ETCDCTL_* variables that stand in for them; see client.go and the
+// README's "A production etcd" for TLS and authentication.
+//
 // With -http, a replica also serves GET /view (the same view as JSON: 200
 // when Done, 503 when not) and GET /status (its reconciler's status).
 // Both modes answer with one shape, shard.View: leader-only, the leader

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/converge-go/converge/etcd/shard"
@@ -21,12 +21,22 @@ func main() {
 	os.Exit(runMain(os.Args[1:]))
 }
 
-// commonFlags are the flags of both subcommands.
-func commonFlags(fs *flag.FlagSet, o *options) *string {
-	endpoints := fs.String("endpoints", "http://127.0.0.1:2379", "etcd client URLs, comma-separated")
+// commonFlags are the flags of both subcommands: etcd's client settings
+// (clientFlags) and the fleet's.
+func commonFlags(fs *flag.FlagSet, o *options) *clientFlags {
+	c := addClientFlags(fs)
 	fs.StringVar(&o.prefix, "prefix", "/fleet", "the fleet's etcd key prefix")
 	fs.BoolVar(&o.leaderOnly, "leader-only", false, "one replica (the elected leader) applies every group, instead of sharding")
-	return endpoints
+	return c
+}
+
+// dial returns a client of the etcd the flags describe (see connect).
+func dial(c *clientFlags, prefix string, warn func(error)) (*clientv3.Client, error) {
+	cfg, err := c.config(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return connect(context.Background(), cfg, prefix, warn)
 }
 
 // runMain runs one replica until SIGINT or SIGTERM.
@@ -34,7 +44,7 @@ func runMain(args []string) int {
 	fs := flag.NewFlagSet("fleet", flag.ExitOnError)
 	host, _ := os.Hostname()
 	o := options{events: os.Stdout}
-	endpoints := commonFlags(fs, &o)
+	etcd := commonFlags(fs, &o)
 	fs.StringVar(&o.name, "name", host, "this replica's name: unique and stable across restarts")
 	fs.IntVar(&o.slots, "slots", shard.DefaultSlots, "number of slots (the same on every replica)")
 	fs.DurationVar(&o.ttl, "ttl", shard.DefaultTTL, "lease TTL, whole seconds: a crashed replica's groups move after about this long")
@@ -45,9 +55,8 @@ func runMain(args []string) int {
 	fs.StringVar(&o.httpAddr, "http", "", "serve GET /view and /status at this address (\"\": off)")
 	fs.DurationVar(&o.summaryEvery, "summary-interval", 2*time.Second, "how often at most a replica republishes its counts")
 	_ = fs.Parse(args)
-	o.endpoints = strings.Split(*endpoints, ",")
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("replica", o.name)
-	cli, err := newClient(o.endpoints)
+	cli, err := dial(etcd, o.prefix, func(err error) { log.Warn("etcd does not answer yet; retrying", "error", err) })
 	if err != nil {
 		log.Error("etcd client", "error", err)
 		return 1
@@ -65,10 +74,10 @@ func runMain(args []string) int {
 func viewMain(args []string) int {
 	fs := flag.NewFlagSet("fleet view", flag.ExitOnError)
 	var o options
-	endpoints := commonFlags(fs, &o)
+	etcd := commonFlags(fs, &o)
 	asJSON := fs.Bool("json", false, "print the view as JSON")
 	_ = fs.Parse(args)
-	cli, err := newClient(strings.Split(*endpoints, ","))
+	cli, err := dial(etcd, o.prefix, func(err error) { fmt.Fprintln(os.Stderr, "fleet view:", err) })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fleet view:", err)
 		return 2

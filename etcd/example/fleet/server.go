@@ -36,7 +36,10 @@ func registerServer(lc cell.Lifecycle, cli *clientv3.Client, o options, rep *rep
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode((*p).Status())
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Every stage of a request is bounded: a slow or idle client cannot
+	// hold connections for ever.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	lc.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
 			l, err := net.Listen("tcp", o.httpAddr)

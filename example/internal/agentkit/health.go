@@ -1,7 +1,9 @@
 // Package agentkit is what converge's example agents share: the cell.Health
 // that /healthz reads, the HTTP server that starts and stops with the
-// hive, and the operator endpoints (/status, /healthz, /metrics,
-// /debug/vars). Each example adds its own API to the server's mux.
+// hive (every request bounded in time, rebindable Host names refused),
+// the operator endpoints (/status, /healthz, /metrics, /debug/vars), and
+// the hive shell on a unix socket for the agent's own user (ShellCell).
+// Each example adds its own API to the server's mux.
 package agentkit
 
 import (

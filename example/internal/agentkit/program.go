@@ -43,15 +43,17 @@ func NewHive(cells ...cell.Cell) *hive.Hive {
 // Program describes an agent's command line.
 type Program struct {
 	Name, Short, Long string
-	// ShellSocket, when set, is where the running agent serves the hive
-	// shell (its cells must include shell.ServerCell(ShellSocket)), and
-	// "NAME shell" connects to it; Greeting is what the shell says first.
-	ShellSocket, Greeting string
+	// Shell adds "NAME shell", which runs a command in the shell of the
+	// running agent (whose cells include ShellCell(Name)), or opens it
+	// when given none. It connects to DefaultShellSocket(Name), or to
+	// --shell-sock-path. Greeting is what the shell says first.
+	Shell    bool
+	Greeting string
 }
 
 // Main runs h as the program: it starts the hive, waits for SIGINT or
 // SIGTERM and stops it. The subcommands are "hive" (what the hive is made
-// of) and, with a ShellSocket, "shell". It exits with status 1 on failure.
+// of) and, with Shell, "shell". It exits with status 1 on failure.
 func Main(h *hive.Hive, p Program) {
 	cmd := &cobra.Command{
 		Use:          p.Name,
@@ -62,9 +64,9 @@ func Main(h *hive.Hive, p Program) {
 	}
 	h.RegisterFlags(cmd.Flags())
 	cmd.AddCommand(h.Command())
-	if p.ShellSocket != "" {
+	if p.Shell {
 		greeting := func(w io.Writer) { fmt.Fprintln(w, p.Greeting) }
-		cmd.AddCommand(shell.ShellCmd(p.ShellSocket, p.Name+"> ", greeting))
+		cmd.AddCommand(shell.ShellCmd(DefaultShellSocket(p.Name), p.Name+"> ", greeting))
 	}
 	if err := cmd.Execute(); err != nil {
 		os.Exit(1)

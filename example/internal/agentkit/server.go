@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -31,8 +32,9 @@ type Operator struct {
 // Register adds the operator endpoints to mux: /status (the reconcilers'
 // status snapshots), /healthz (200, or 503 with every degraded job's
 // report), /metrics (Prometheus, with the Go and process collectors
-// added to the registry) and /debug/vars (expvar). It fails if the
-// registry already has the Go or process collector.
+// added to the registry) and /debug/vars (expvar, without the command
+// line). It fails if the registry already has the Go or process
+// collector.
 func (o Operator) Register(mux *http.ServeMux) error {
 	// The registry is the hive's own, holding converge's metrics only;
 	// add the usual process ones.
@@ -50,8 +52,28 @@ func (o Operator) Register(mux *http.ServeMux) error {
 		serveHealth(w, o.Health)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Metrics, promhttp.HandlerOpts{}))
-	mux.Handle("GET /debug/vars", expvar.Handler())
+	mux.HandleFunc("GET /debug/vars", serveVars)
 	return nil
+}
+
+// serveVars serves the expvar variables as expvar.Handler does, but for
+// "cmdline": the API has no authentication, and a command line can hold
+// what its user would not show (a password given as a flag).
+func serveVars(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	fmt.Fprint(w, "{\n")
+	first := true
+	expvar.Do(func(kv expvar.KeyValue) {
+		if kv.Key == "cmdline" {
+			return
+		}
+		if !first {
+			fmt.Fprint(w, ",\n")
+		}
+		first = false
+		fmt.Fprintf(w, "%q: %s", kv.Key, kv.Value)
+	})
+	fmt.Fprint(w, "\n}\n")
 }
 
 // serveHealth answers 200 when no job is degraded, else 503 with why.
@@ -68,6 +90,24 @@ func serveHealth(w http.ResponseWriter, h *Health) {
 	}
 }
 
+// Bounds of every request to a Server: a client that sends slowly, reads
+// slowly or holds an idle connection open is cut off, so that a few
+// cannot take all of the agent's connections and memory.
+const (
+	// ReadHeaderTimeout bounds reading a request's headers.
+	ReadHeaderTimeout = 10 * time.Second
+	// ReadTimeout bounds reading a whole request, body included: the
+	// largest body the examples take (a few MiB) is read in well under
+	// a second on loopback.
+	ReadTimeout = 30 * time.Second
+	// WriteTimeout bounds a request from the end of its headers to the
+	// end of the answer.
+	WriteTimeout = time.Minute
+	// IdleTimeout bounds how long a kept-alive connection waits for its
+	// next request.
+	IdleTimeout = time.Minute
+)
+
 // Server serves an HTTP handler on an address from the hive's start to
 // its stop.
 type Server struct {
@@ -79,12 +119,20 @@ type Server struct {
 }
 
 // NewServer returns a Server of handler on addr whose start and stop are
-// hooks of lc.
+// hooks of lc. Every request is bounded in time (ReadTimeout and the
+// others), and one whose Host is neither an IP address nor localhost is
+// refused (see checkHost).
 func NewServer(lc cell.Lifecycle, log *slog.Logger, addr string, handler http.Handler) *Server {
 	s := &Server{
 		log:  log,
 		addr: addr,
-		http: &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second},
+		http: &http.Server{
+			Handler:           checkHost(handler),
+			ReadHeaderTimeout: ReadHeaderTimeout,
+			ReadTimeout:       ReadTimeout,
+			WriteTimeout:      WriteTimeout,
+			IdleTimeout:       IdleTimeout,
+		},
 		done: make(chan struct{}),
 	}
 	lc.Append(cell.Hook{OnStart: s.start, OnStop: s.stop})
@@ -121,6 +169,35 @@ func (s *Server) stop(ctx cell.HookContext) error {
 	}
 	<-s.done
 	return err
+}
+
+// checkHost refuses a request whose Host header is a name other than
+// localhost: the API has no authentication, and a web page that gets its
+// own name to resolve to 127.0.0.1 (DNS rebinding) would otherwise reach
+// it from the user's browser as a same-origin site. IP addresses and
+// localhost cannot be rebound; address the API by them.
+func checkHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowedHost(r.Host) {
+			WriteError(w, http.StatusMisdirectedRequest,
+				fmt.Errorf("host %q refused: address the API by IP address or as localhost", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// allowedHost reports whether a Host header names an IP address or
+// localhost (RFC 6761: *.localhost is loopback too), with or without a
+// port. An empty one (HTTP/1.0) is allowed: browsers always send one.
+func allowedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	lower := strings.ToLower(strings.TrimSuffix(host, "."))
+	return host == "" || net.ParseIP(host) != nil || lower == "localhost" || strings.HasSuffix(lower, ".localhost")
 }
 
 // Addr returns the address the server listens on, once started.
