@@ -133,6 +133,7 @@ type expvarReconciler struct {
 	fullDuration     histogramVar
 	fullFailing      expvar.Int
 	retriesScheduled expvar.Int
+	unreconciled     expvar.Int
 	failing          expvar.Int
 	waiting          expvar.Int
 	inFlight         expvar.Int
@@ -171,6 +172,7 @@ func newExpvarReconciler() *expvarReconciler {
 	m.vars.Set(defFullDuration.Short(), m.fullDuration.publish())
 	m.vars.Set(defFullFailing.Short(), &m.fullFailing)
 	m.vars.Set(defRetriesScheduled.Short(), &m.retriesScheduled)
+	m.vars.Set(defUnreconciledWrites.Short(), &m.unreconciled)
 	m.vars.Set(defFailing.Short(), &m.failing)
 	m.vars.Set(defWaiting.Short(), &m.waiting)
 	m.vars.Set(defInFlight.Short(), &m.inFlight)
@@ -229,6 +231,9 @@ func (m *expvarReconciler) FullReconciliation(d time.Duration, err error) {
 
 // RetryScheduled implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) RetryScheduled() { m.retriesScheduled.Add(1) }
+
+// UnreconciledWrite implements reconciler.ReconcilerMetrics.
+func (m *expvarReconciler) UnreconciledWrite() { m.unreconciled.Add(1) }
 
 // Gauges implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) Gauges(g reconciler.Gauges) {

@@ -266,6 +266,11 @@ func (r notifyingReconciler) RetryScheduled() {
 	r.n.update(nil)
 }
 
+func (r notifyingReconciler) UnreconciledWrite() {
+	r.inner.UnreconciledWrite()
+	r.n.update(nil)
+}
+
 func (r notifyingReconciler) Realized(latencies []time.Duration) {
 	r.inner.Realized(latencies)
 	r.n.update(nil)

@@ -101,6 +101,12 @@ var (
 		Labels: idLabels,
 		Help:   "Times an object was put in the retry queue.",
 	}
+	defUnreconciledWrites = Definition{
+		Name:   Prefix + "unreconciled_writes_total",
+		Kind:   KindCounter,
+		Labels: idLabels,
+		Help:   "Writes that changed an object but kept this reconciler's Done or Error status instead of asking for reconciliation (StatusPending()): the change is not reconciled. Any above zero is a bug in a writer; Explain names the key.",
+	}
 	defFailing = Definition{
 		Name:   Prefix + "failing_objects",
 		Kind:   KindGauge,
@@ -143,6 +149,7 @@ var definitions = []Definition{
 	defFullDuration,
 	defFullFailing,
 	defRetriesScheduled,
+	defUnreconciledWrites,
 	defFailing,
 	defWaiting,
 	defInFlight,

@@ -23,6 +23,7 @@ type Prometheus struct {
 	fullDuration      *prometheus.HistogramVec
 	fullFailing       *prometheus.GaugeVec
 	retriesScheduled  *prometheus.CounterVec
+	unreconciled      *prometheus.CounterVec
 	failing           *prometheus.GaugeVec
 	waiting           *prometheus.GaugeVec
 	inFlight          *prometheus.GaugeVec
@@ -60,6 +61,7 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 	p.fullDuration = register(&r, histogramVec(defFullDuration, durationBuckets))
 	p.fullFailing = register(&r, gaugeVec(defFullFailing))
 	p.retriesScheduled = register(&r, counterVec(defRetriesScheduled))
+	p.unreconciled = register(&r, counterVec(defUnreconciledWrites))
 	p.failing = register(&r, gaugeVec(defFailing))
 	p.waiting = register(&r, gaugeVec(defWaiting))
 	p.inFlight = register(&r, gaugeVec(defInFlight))
@@ -102,6 +104,7 @@ func (p *Prometheus) Reconciler(id reconciler.ReconcilerID) reconciler.Reconcile
 	m.fullDuration = p.fullDuration.WithLabelValues(id.ModuleID, id.Name)
 	m.fullFailing = p.fullFailing.WithLabelValues(id.ModuleID, id.Name)
 	m.retriesScheduled = p.retriesScheduled.WithLabelValues(id.ModuleID, id.Name)
+	m.unreconciled = p.unreconciled.WithLabelValues(id.ModuleID, id.Name)
 	m.failing = p.failing.WithLabelValues(id.ModuleID, id.Name)
 	m.waiting = p.waiting.WithLabelValues(id.ModuleID, id.Name)
 	m.inFlight = p.inFlight.WithLabelValues(id.ModuleID, id.Name)
@@ -123,6 +126,7 @@ type promReconciler struct {
 	fullDuration     prometheus.Observer
 	fullFailing      prometheus.Gauge
 	retriesScheduled prometheus.Counter
+	unreconciled     prometheus.Counter
 	failing          prometheus.Gauge
 	waiting          prometheus.Gauge
 	inFlight         prometheus.Gauge
@@ -177,6 +181,9 @@ func (m *promReconciler) FullReconciliation(d time.Duration, err error) {
 
 // RetryScheduled implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) RetryScheduled() { m.retriesScheduled.Inc() }
+
+// UnreconciledWrite implements reconciler.ReconcilerMetrics.
+func (m *promReconciler) UnreconciledWrite() { m.unreconciled.Inc() }
 
 // Gauges implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) Gauges(g reconciler.Gauges) {

@@ -107,6 +107,10 @@ func (b bothReconciler) FullReconciliation(d time.Duration, err error) {
 }
 
 func (b bothReconciler) RetryScheduled() { b[0].RetryScheduled(); b[1].RetryScheduled() }
+func (b bothReconciler) UnreconciledWrite() {
+	b[0].UnreconciledWrite()
+	b[1].UnreconciledWrite()
+}
 
 func (b bothReconciler) Realized(ds []time.Duration) { b[0].Realized(ds); b[1].Realized(ds) }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
+	"golang.org/x/time/rate"
 )
 
 // The engine's shared part: the reconciler every loop runs for, what it
@@ -64,6 +65,11 @@ type reconciler[Obj comparable] struct {
 
 	// session is how Explain reaches the loop.
 	session *loopSession
+
+	// unreconciled remembers the latest unreconciled writes, for Explain
+	// (loop-owned); unreconciledLog paces their log lines.
+	unreconciled    unreconciledWrites
+	unreconciledLog *rate.Limiter
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)

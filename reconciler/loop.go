@@ -93,6 +93,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		return err
 	}
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
+	watchWrites(l.reconciler, l.t, &l.feed)
 	// The round limiter's waits are a millisecond or less, and every
 	// change that comes while rounds are paced waits one: a fine timer.
 	timers := &loopTimers{round: clock.Timer{Fine: true}}
@@ -365,4 +366,3 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		healthTimer: &ts.health,
 	})
 }
-

@@ -100,6 +100,12 @@ type ReconcilerMetrics interface {
 	// RetryScheduled is called each time an object is put in the retry queue.
 	RetryScheduled()
 
+	// UnreconciledWrite is called when a writer changed an object but
+	// kept this reconciler's Done or Error status instead of writing
+	// StatusPending(): the change is not reconciled. It is called only
+	// where that is unambiguous (see Explain's Reason for the key).
+	UnreconciledWrite()
+
 	// Realized is called after a commit that marked objects Done, with
 	// each one's realization latency: the time from the change being
 	// written (the UpdatedAt of the Pending status its writer set, Get's
@@ -136,6 +142,9 @@ func (NopMetrics) FullReconciliation(time.Duration, error) {}
 
 // RetryScheduled implements ReconcilerMetrics.
 func (NopMetrics) RetryScheduled() {}
+
+// UnreconciledWrite implements ReconcilerMetrics.
+func (NopMetrics) UnreconciledWrite() {}
 
 // Realized implements ReconcilerMetrics.
 func (NopMetrics) Realized([]time.Duration) {}

@@ -44,7 +44,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 	id := ReconcilerID{ModuleID: p.ModuleID.String(), Name: cfg.Name}
 	r := &reconciler[Obj]{
 		cfg:         cfg,
-		log:         log.With("reconciler", cfg.Name, "table", cfg.Table.Name()),
+		log:         log.With("reconciler", id.DisplayName(), "table", cfg.Table.Name()),
 		db:          p.DB,
 		primary:     cfg.Table.PrimaryIndexer(),
 		metrics:     metrics.Reconciler(id),

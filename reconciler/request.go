@@ -162,8 +162,11 @@ type requests[Obj any] struct {
 	keyOf    func(Obj) string
 	statusOf func(Obj) Status
 	check    func(Obj, Status)
-	// owns says whether this replica owns a key (nil: every key).
-	owns func(string) bool
+	// owns says whether this replica owns a key (nil: every key); noticed
+	// is told of a change that kept a Done or Error status this
+	// reconciler did not write (nil: nobody listens).
+	owns    func(string) bool
+	noticed func(obj Obj, rev statedb.Revision, st Status)
 }
 
 func newRequests[Obj any](dispatch bool, keyOf func(Obj) string, statusOf func(Obj) Status, check func(Obj, Status)) *requests[Obj] {

@@ -91,6 +91,7 @@ func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) erro
 	if err := s.feed.open(s.db, s.cfg.Table, s.initializerAtNew); err != nil {
 		return err
 	}
+	watchWrites(s.reconciler, s.t, &s.feed)
 	defer func() {
 		// A running Sync sees a cancelled context; its result is dropped.
 		s.wg.Wait()
@@ -377,7 +378,6 @@ func (s *syncLoop[Obj]) wholeOutcome(whole error) {
 	}
 }
 
-
 // report publishes what the request table says (report.go). A replica
 // that does not lead keeps its rows for a takeover, but reports them as
 // another replica's.
@@ -394,4 +394,3 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 	})
 	s.dirty = false
 }
-

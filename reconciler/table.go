@@ -167,6 +167,12 @@ func (t *requests[Obj]) readChange(ch change[Obj], own *revs.Ranges, askedAt, st
 	}
 	st := t.statusOf(ch.obj)
 	t.check(ch.obj, st)
+	if (st.Kind == StatusKindDone || st.Kind == StatusKindError) && t.noticed != nil && !own.Has(ch.rev) {
+		// Not this reconciler's write, yet its status is one only this
+		// reconciler writes: a writer changed the object without
+		// StatusPending() (the hook judges whether that is certain).
+		t.noticed(ch.obj, ch.rev, st)
+	}
 	// (An own write is never of an Unset key: it lands only while the
 	// object holds the status the request read.)
 	if st.Kind == StatusKindDone && (len(t.rows) == 0 || own.Has(ch.rev)) {

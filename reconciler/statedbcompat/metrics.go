@@ -106,6 +106,10 @@ func (r *reconcilerAdapter) Round(int, time.Duration) {}
 // such series.
 func (r *reconcilerAdapter) RetryScheduled() {}
 
+// UnreconciledWrite implements reconciler.ReconcilerMetrics; statedb has
+// no such series.
+func (r *reconcilerAdapter) UnreconciledWrite() {}
+
 // Realized implements reconciler.ReconcilerMetrics; statedb has no such
 // series.
 func (r *reconcilerAdapter) Realized([]time.Duration) {}
