@@ -1,101 +1,68 @@
 // Package reconciler makes the outside world match a statedb table.
 //
-// Desired objects live in a statedb.RWTable and embed a Status (or, for
-// several reconcilers over one object, a StatusSet). A Reconciler, built
-// with New or Register from a Config, watches the table and calls the
-// Operations (Update, Delete, Prune) until the target matches, recording
-// each object's outcome in its status. It runs as a job of the hive
-// module it is constructed in.
+// Desired objects live in a statedb table and carry a Status in a named
+// field (a StatusSet when several reconcilers serve one object). You
+// write the Operations that change the target; New (or Register, from a
+// cell.Invoke) builds a Reconciler from a Config and the hive's Params,
+// and runs it as a job of its module: it calls your operations until the
+// target matches and records each object's outcome in its status.
 //
-// # How a change flows
+// The names a program needs:
 //
-// A writer inserts an object with StatusPending() (or deletes it); an
-// object written with StatusUnset() is in the table but asks nothing (no
-// Update, no refresh, no wait; Prune and Sync still get it as desired
-// state), and making it Unset withdraws what its key had outstanding. The
-// reconciler's loop reads the table's changes in revision order, deletes
-// included, and turns each change that asks something of it into a
-// request: at most Config.RoundSize outstanding at once, rounds paced by
-// Config.RoundRateLimiter. Requests run on up to Config.Concurrency
-// workers, on a clone of the object, never two for one primary key; a
-// newer change of a key in flight waits for it, and then replaces it. The
-// results of a step are committed in one write transaction. A status is
-// written only while this reconciler's status in the current object is
-// still the one the request read (or last wrote), whatever else changed
-// (the data, another reconciler's entry in a StatusSet): otherwise a newer
-// request exists, and the change iterator delivers it. Success marks the
-// object Done; failure marks it Error and schedules a retry with jittered
-// exponential backoff, unless the error is Permanent, MaxRetries is spent,
-// or the operation asked for RetryAfter. A retry hands Update the object
-// with the status that asked for the work (Pending or Refreshing). Full
-// reconciliation (Prune with every desired object) runs once the table is
-// initialized, every Config.FullReconciliationInterval, and on
-// TriggerFullReconciliation. Refresh runs on a schedule of its own
-// (refresh.go): an object Done (or given up on) for Config.RefreshInterval
-// is marked Refreshing, so that Update repairs drift in the target,
-// whether or not pruning is on.
+//	Config, New, Register, Params, Cell   build and register a reconciler
+//	Operations, BatchOperations           a target taking one object (or one round) at a time
+//	SyncOperations, Change, FailObjects   a target taking the whole desired set at once
+//	Status, StatusKind, StatusSet         the status an object carries, by reconciler
+//	StatusPending, StatusUnset            what a writer sets on every change
+//	Permanent, RetryAfter                 what an operation returns to steer its retries
+//	Reconciler                            the running reconciler: WaitUntilSettled,
+//	                                      Explain (why is this key not Done?), Status
+//	WaitForReconciliation                 wait until a table's objects are Done
+//	Off                                   turn a periodic interval off
+//
+// The rest is for tuning (the fields of Config, Debounce), observing
+// (Metrics, StatusSnapshot, Explanation), replicas (Ownership) and
+// serialization.
+//
+// # The writer's contract
+//
+// Every object inserted or changed must be written with StatusPending()
+// (StatusSet.Pending for several reconcilers), or StatusUnset() to keep it
+// from the target for now. An object written with the Done it was copied
+// with is not reconciled: the table shows the new value, the target keeps
+// the old one. (The reconciler notices it where that is certain: it
+// counts and logs it, and Explain says it.) Deleting an object from the
+// table makes the reconciler Delete it from the target.
 //
 // Register an initializer on the table (Table.RegisterInitializer) and
 // mark it done once the desired set is complete: until then nothing is
-// pruned. A table on which no initializer was ever registered counts as
-// initialized at once; for it, the first prune waits for the first write
-// to the table, and a warning names RegisterInitializer.
+// pruned, and a whole-set target is not synced. A table on which no
+// initializer was ever registered counts as initialized at once; for it,
+// the first prune waits for the first write or InitialPruneDelay.
 //
-// # Who owns what
+// # How a change flows
 //
-// One goroutine, the loop, owns all of a reconciler's state: the
-// outstanding work (work.go: per key, the revision that asked, the status
-// as read and as written, attempts, the next retry or why none, the
-// attempt in flight), the retry heaps, the breaker, the full
-// reconciliation and the health. Status(), health, the gauges and the
-// three waits are all derived from the outstanding work after each step
-// and published: Status() reads an atomic pointer, the waits a mutex-held
-// value and its channel. With Config.Ownership, ownership is a state of
-// that same model, decided in one place (owned.go): a key this replica
-// does not own is no request, only a key in the model's unowned set (no
-// object copy; a key deleted meanwhile is forgotten, its delete being the
-// owner's work). A key gained becomes a request built from the table as
-// it is then, counted from the first change read while it was unowned
-// (or, when it was lost, from its request's). Refresh, Prune (given only the owned objects, under
-// Acquire(ctx, nil)) and the waits read ownership from the model; every
-// status write asks Owns inside its write transaction. A write that did
-// not land leaves a request that still owes the work unless a newer
-// request exists: there is no "superseded, so forget it" for a result
-// whose key was given away and gained meanwhile.
-//
-// Workers own nothing: each is handed a task (the object, its revision,
-// an attempt id) and hands back a result value through the executor's
-// mutex-held queue (workers.go). An attempt that
-// passes OperationTimeout is reported failed by the timer's goroutine
-// through the same queue; its own result, when it comes, is discarded.
-// While more work waits, a commit's status writes go to the committer
-// goroutine (committer.go), which owns nothing but the writes it is handed
-// (at most two commits' worth) and hands them back with their outcomes;
-// their requests wait, with the loop, in stCommitting, and count as
-// outstanding until the loop has landed them. The whole-set loop keeps
-// its requests in the same structure, read by the same rule (round.go's
-// decide) and written by the same rule (write.go's writeStatus); only the
-// executor differs: one Sync at a
-// time, on a goroutine of its own that owns nothing but the syncRun it was
-// handed (its snapshot and its changes) until it hands it back. A Sync past
-// OperationTimeout fails its requests with ErrTimeout at the deadline and
-// keeps its place until it returns; its result is then discarded, whether
-// the loop reads it before or after the deadline's signal. The round
-// timer's short waits go to a timerfd read by a goroutine of its own
-// (fineclock_linux.go), which owns nothing but the fd and only signals;
-// inside a testing/synctest bubble, where time is fake, they go to
-// time.Timer like every other wait (timers.go, realClock).
-//
-// # Whole-set targets
+// The reconciler's loop reads the table's changes in revision order,
+// deletes included. A change that asks for work becomes a request, at
+// most Config.RoundSize outstanding at once, rounds paced by
+// Config.RoundRateLimiter. Requests run on up to Config.Concurrency
+// workers, on a clone of the object, never two for one primary key. The
+// results of a step are committed in one write transaction; a status is
+// written only while this reconciler's status in the object is still the
+// one the request read, so a stale result never overwrites a newer
+// change. Success marks the object Done; failure marks it Error and
+// retries it with jittered exponential backoff, unless the error is
+// Permanent or MaxRetries is spent (given up on until the object changes
+// or refresh comes). Full reconciliation hands Prune every desired object
+// once the table is initialized and every FullReconciliationInterval;
+// refresh marks an object Refreshing once it has been Done (or given up
+// on) for RefreshInterval, so that Update repairs drift.
 //
 // A target that takes the entire desired state at once (an nftables
-// ruleset, a reloaded config file) is given Config.SyncOperations instead.
-// Its changes are debounced (Config.SyncDebounce), and one Sync at a time
-// gets every desired object of one snapshot plus the changes since the last
-// successful Sync; its result is written into every object that asked for
-// work, with the same compare-and-swap, retries, health, metrics and waiting
-// as above. The first Sync waits until the table is initialized, and a Sync
-// also runs every FullReconciliationInterval to repair drift.
+// ruleset, a reloaded config file) is given Config.SyncOperations instead:
+// changes are debounced (Config.SyncDebounce), one Sync at a time gets
+// every desired object of one snapshot, and its result is written into
+// every object that asked, with the same retries, health and waits.
 //
 // # Guarantees
 //
@@ -107,19 +74,12 @@
 //   - An operation that panics, errs or hangs harms only its own object:
 //     panics are recovered (ErrPanic); past OperationTimeout an attempt
 //     counts as failed (ErrTimeout) whether or not it returns, and a worker
-//     stuck there is replaced; a Prune stuck there is abandoned, and the
-//     objects reconciled beside it are refreshed once it returns.
-//   - The waits never return early and never report success while a
-//     misconfiguration keeps objects from being reconciled: they return
-//     its error. Two reconcilers that would read and write the same status
-//     are refused at New; where their accessors cannot be probed there,
-//     health reports it, naming both, from the first object that shows it.
-//   - An operation abandoned at its timeout may still act on the target
-//     until it returns, if it ignores its context: its status result is
-//     discarded, and no other operation on its key (or, for a Sync or a
-//     Prune, no other Sync or Prune) starts until it returns, but the
-//     write it makes late is the target's to guard (a fencing token, a
-//     revision check).
+//     stuck there is replaced. An operation that ignores its context may
+//     still act on the target until it returns: its result is discarded,
+//     and no other operation on its key starts before it returns.
+//   - The waits never return early, and return an error (not nil) while a
+//     misconfiguration keeps objects from being reconciled. Two
+//     reconcilers that would share one status are refused at New.
 //   - Bad configuration fails New with an error wrapping ErrInvalidConfig
 //     that names the field.
 //   - Work per round is proportional to what changed, not to the table.
@@ -127,9 +87,12 @@
 // # Observing and testing
 //
 // Health is reported through the hive's job health; Status returns a
-// snapshot; Metrics (see package metrics) receives counters, histograms and
-// gauges. Cell adds a registry and the reconciler/status, full, wait,
-// suspend and resume script commands. Tests wait with WaitUntilSettled,
+// snapshot; Explain says where one key stands and why; Metrics (see
+// package metrics) receives counters, histograms and gauges. Cell adds a
+// registry and the reconciler/status, explain, full, wait, suspend and
+// resume script commands. Tests wait with WaitUntilSettled,
 // WaitUntilReconciled or WaitForReconciliation (with index.NewStatusIndex),
-// never with sleeps.
+// never with sleeps; the engine runs inside a testing/synctest bubble.
+//
+// How the engine is built, stage by stage, is in CONTRIBUTING.md.
 package reconciler

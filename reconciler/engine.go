@@ -18,10 +18,16 @@ import (
 
 // The engine's shared part: the reconciler every loop runs for, what it
 // knows of the objects (keys, clones, statuses), and how a run reads the
-// table (feed). The stages of a request's life are in request.go (the
-// request table), loop.go and syncloop.go (the two loops), execute.go
-// (operations and status writes), commit.go (what a result does) and
+// table (feed). The stages of a request's life: request.go and table.go
+// (the request table), loop.go and syncloop.go (the two loops),
+// execute.go (operations), commit.go and write.go (what a result does),
 // report.go (what is published).
+//
+// Who owns what: the loop goroutine owns the request table and every
+// report derived from it. Workers, the committer goroutine and a Sync's
+// goroutine are handed values (a task, a commit's writes, a syncRun) and
+// hand values back; the timerfd's goroutine only signals. Status() reads
+// an atomic pointer, the waits a mutex-held value and its channel.
 
 // reconciler is the Reconciler handed to users. Its loop runs as a job of
 // the module's job group; the fields here are shared with that loop.

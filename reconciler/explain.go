@@ -338,7 +338,7 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 	}
 }
 
-// explainLoop answers Explain (report.go's explainKey) with why work waits
+// explainLoop answers Explain (explainKey) with why work waits
 // in this loop now.
 func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explanation {
 	p := explainParts{
@@ -367,7 +367,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 	return e
 }
 
-// explainSync answers Explain (report.go's explainKey) with why work waits
+// explainSync answers Explain (explainKey) with why work waits
 // in this loop now.
 func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
 	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
