@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/cilium/statedb/index"
+
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/reconciler"
 )
 
 // fileAPI serves the desired files over HTTP:
 //
 //	GET    /files         every desired file with its status
 //	GET    /files/{name}  one of them
+//	GET    /explain/{name} why that file is not Done (text; JSON with ?json)
 //	PUT    /files/{name}  create or change one: {"content": "...", "mode": "0644"}
 //	DELETE /files/{name}  stop desiring one; its file is removed
 //
@@ -19,6 +23,7 @@ import (
 // request was at fault, and then nothing has changed.
 type fileAPI struct {
 	desired *desiredState
+	rec     reconciler.Reconciler[*File]
 }
 
 // maxBodySize bounds a PUT body: the largest content, JSON-escaped at up to
@@ -30,6 +35,24 @@ func (a *fileAPI) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /files/{name}", a.get)
 	mux.HandleFunc("PUT /files/{name}", a.put)
 	mux.HandleFunc("DELETE /files/{name}", a.delete)
+	mux.HandleFunc("GET /explain/{name}", a.explain)
+}
+
+// explain answers where a file stands for the reconciler and why it is
+// not Done (reconciler.Explanation): as text, or JSON with ?json. A file
+// deleted a moment ago is explained too (Absent once its Delete is done).
+func (a *fileAPI) explain(w http.ResponseWriter, r *http.Request) {
+	e, err := a.rec.Explain(r.Context(), index.String(r.PathValue("name")))
+	if err != nil {
+		agentkit.WriteError(w, http.StatusServiceUnavailable, err)
+		return
+	}
+	if r.URL.Query().Has("json") {
+		agentkit.WriteJSON(w, http.StatusOK, e)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprint(w, e)
 }
 
 func (a *fileAPI) list(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,8 @@ type serverParams struct {
 	Log       *slog.Logger
 	Config    Config
 	Desired   *desiredState
+	// Reconciler answers /explain.
+	Reconciler reconciler.Reconciler[*File]
 
 	// Registry (from reconciler.Cell) knows every reconciler, for /status.
 	Registry *reconciler.Registry
@@ -32,7 +34,7 @@ type serverParams struct {
 // agentkit.Operator) on Config.HTTPAddr, from the hive's start to its stop.
 func newServer(p serverParams) (*agentkit.Server, error) {
 	mux := http.NewServeMux()
-	api := &fileAPI{desired: p.Desired}
+	api := &fileAPI{desired: p.Desired, rec: p.Reconciler}
 	api.register(mux)
 	mux.HandleFunc("GET /{$}", serveIndex)
 	op := agentkit.Operator{Health: p.Health, Metrics: p.Metrics, Registry: p.Registry}
@@ -50,6 +52,7 @@ GET    /files           desired files and their reconciliation status
 GET    /files/{name}    one desired file
 PUT    /files/{name}    create or change one: {"content": "...", "mode": "0644"}
 DELETE /files/{name}    stop desiring one (its file is removed)
+GET    /explain/{name}  why one is not Done (?json for JSON)
 GET    /status          what the reconciler is doing
 GET    /healthz         200 when healthy, 503 and why when degraded
 GET    /metrics         Prometheus metrics

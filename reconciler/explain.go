@@ -81,6 +81,22 @@ func (s KeyState) String() string {
 	return fmt.Sprintf("KeyState(%d)", uint8(s))
 }
 
+// MarshalText writes the state's name: JSON and the script command show
+// it as String does.
+func (s KeyState) MarshalText() ([]byte, error) {
+	if s >= keyStateCount {
+		return nil, fmt.Errorf("invalid key state %d", uint8(s))
+	}
+	return []byte(keyStateNames[s]), nil
+}
+
+// UnmarshalText reads what MarshalText writes.
+func (s *KeyState) UnmarshalText(text []byte) error {
+	st, err := ParseKeyState(string(text))
+	*s = st
+	return err
+}
+
 // ParseKeyState returns the state named s (as String writes it).
 func ParseKeyState(s string) (KeyState, error) {
 	for i, name := range keyStateNames {
@@ -95,52 +111,52 @@ func ParseKeyState(s string) (KeyState, error) {
 // since when, and why.
 type Explanation struct {
 	// Reconciler is the reconciler's display name, "<module>/<name>".
-	Reconciler string
+	Reconciler string `json:"reconciler"`
 	// Key is the primary key, as text (hex when not printable).
-	Key string
+	Key string `json:"key"`
 	// State is where the key stands; Since is when it got there (zero
 	// when not known, as for a key with nothing outstanding).
-	State KeyState
-	Since time.Time
+	State KeyState  `json:"state"`
+	Since time.Time `json:"since,omitzero"`
 	// Reason says in one line why the key is in State: "backoff after 3
 	// failure(s)", "breaker open", "waiting for room in a round", ...
-	Reason string
+	Reason string `json:"reason,omitempty"`
 
 	// Deleted is set when the work outstanding (or last done) for the key
 	// is a Delete.
-	Deleted bool
+	Deleted bool `json:"deleted,omitempty"`
 	// InTable is set when the table holds an object with the key; Status
 	// is this reconciler's status in it (zero when absent).
-	InTable bool
-	Status  Status
+	InTable bool   `json:"in-table"`
+	Status  Status `json:"status,omitzero"`
 	// Revision is the revision of the change that asked for the work
 	// outstanding (0: nothing outstanding). ReadTo is the revision up to
 	// which the reconciler has read the table's changes: a change at a
 	// higher revision is not known to it yet.
-	Revision statedb.Revision
-	ReadTo   statedb.Revision
+	Revision statedb.Revision `json:"revision,omitempty"`
+	ReadTo   statedb.Revision `json:"read-to"`
 
 	// Attempts counts the consecutive failures; LastError is the last
 	// one's message ("" when not failing).
-	Attempts  int
-	LastError string
+	Attempts  int    `json:"attempts,omitempty"`
+	LastError string `json:"last-error,omitempty"`
 	// NextAttempt is when the key is tried next: its retry, or the refresh
 	// of a Done or given-up object. Zero when nothing is scheduled.
-	NextAttempt time.Time
+	NextAttempt time.Time `json:"next-attempt,omitzero"`
 
 	// Suspended and Initialized describe the reconciler as a whole: a
 	// suspended reconciler starts nothing; before its table is
 	// initialized nothing is pruned (whole set: nothing is synced).
-	Suspended   bool
-	Initialized bool
+	Suspended   bool `json:"suspended,omitempty"`
+	Initialized bool `json:"initialized"`
 
 	// At is when the answer was made.
-	At time.Time
+	At time.Time `json:"at"`
 
 	// Changed is closed at the reconciler's next report after this answer
 	// (a step in which something changed, or the loop's end): wait on it
 	// to explain again without polling.
-	Changed <-chan struct{}
+	Changed <-chan struct{} `json:"-"`
 }
 
 // String describes the explanation in a few lines for humans, times
@@ -162,7 +178,11 @@ func (e Explanation) String() string {
 		fmt.Fprintf(&b, "  last error: %s (%d failure(s))\n", e.LastError, e.Attempts)
 	}
 	if !e.NextAttempt.IsZero() {
-		fmt.Fprintf(&b, "  next attempt: %s\n", relTime(e.NextAttempt, e.At))
+		next := "next attempt"
+		if e.State == KeyDone || e.State == KeyGivenUp {
+			next = "next refresh"
+		}
+		fmt.Fprintf(&b, "  %s: %s\n", next, relTime(e.NextAttempt, e.At))
 	}
 	table := "absent"
 	if e.InTable {
@@ -336,59 +356,4 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 			e.Reason = "given up on: a Permanent error"
 		}
 	}
-}
-
-// explainLoop answers Explain (explainKey) with why work waits
-// in this loop now.
-func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explanation {
-	p := explainParts{
-		readTo:      l.readTo,
-		initialized: l.initialized,
-		timeout:     l.cfg.OperationTimeout,
-		retryAt:     l.commits.breaker.NextRetry,
-		queuedTask:  l.exec.WaitsForWorker,
-		unreadWhy:   "not read yet: the next round reads it",
-		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
-	}
-	switch {
-	case l.suspended():
-		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
-	case l.full.draining():
-		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
-		p.queuedWhy = p.unreadWhy
-	case l.roundRoom() <= 0:
-		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
-	}
-	if l.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
-	}
-	e := explainKey(l.reconciler, l.t, key, p, now)
-	e.Changed = l.reportSig.wait()
-	return e
-}
-
-// explainSync answers Explain (explainKey) with why work waits
-// in this loop now.
-func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
-	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
-		retryAt:   s.commits.breaker.NextRetry,
-		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
-		queuedWhy: "waiting for the next Sync (debounce)",
-	}
-	switch {
-	case s.suspended():
-		p.queuedWhy = "suspended: no Sync starts until Resume"
-	case !s.initialized:
-		p.queuedWhy = "the first Sync waits until the table is initialized"
-	case !s.leading():
-		p.queuedWhy = "another replica leads: it syncs"
-	case s.down:
-		p.queuedWhy = "the target is down: the next Sync waits for its retry"
-	}
-	if s.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
-	}
-	e := explainKey(s.reconciler, s.t, key, p, now)
-	e.Changed = s.reportSig.wait()
-	return e
 }

@@ -72,7 +72,7 @@ func TestExplainDoneAndAbsent(t *testing.T) {
 	if want := e.Status.UpdatedAt.Add(time.Hour); !e.NextAttempt.Equal(want) {
 		t.Fatalf("next attempt %s, want the refresh at %s", e.NextAttempt, want)
 	}
-	if !strings.Contains(e.String(), `"a": Done`) || !strings.Contains(e.String(), "next attempt: in 1h") {
+	if !strings.Contains(e.String(), `"a": Done`) || !strings.Contains(e.String(), "next refresh: in 1h") {
 		t.Fatalf("String():\n%s", e)
 	}
 

@@ -269,3 +269,58 @@ func fmtRoom(outstanding, roundSize int) string {
 func fmtBreaker(err string) string {
 	return fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", err)
 }
+
+// explainLoop answers Explain (explainKey) with why work waits
+// in this loop now.
+func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explanation {
+	p := explainParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		timeout:     l.cfg.OperationTimeout,
+		retryAt:     l.commits.breaker.NextRetry,
+		queuedTask:  l.exec.WaitsForWorker,
+		unreadWhy:   "not read yet: the next round reads it",
+		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
+	}
+	switch {
+	case l.suspended():
+		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
+	case l.full.draining():
+		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
+		p.queuedWhy = p.unreadWhy
+	case l.roundRoom() <= 0:
+		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
+	}
+	if l.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
+	}
+	e := explainKey(l.reconciler, l.t, key, p, now)
+	e.Changed = l.reportSig.wait()
+	return e
+}
+
+// explainSync answers Explain (explainKey) with why work waits
+// in this loop now.
+func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
+	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
+		retryAt:   s.commits.breaker.NextRetry,
+		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
+		queuedWhy: "waiting for the next Sync (debounce)",
+	}
+	switch {
+	case s.suspended():
+		p.queuedWhy = "suspended: no Sync starts until Resume"
+	case !s.initialized:
+		p.queuedWhy = "the first Sync waits until the table is initialized"
+	case !s.leading():
+		p.queuedWhy = "another replica leads: it syncs"
+	case s.down:
+		p.queuedWhy = "the target is down: the next Sync waits for its retry"
+	}
+	if s.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
+	}
+	e := explainKey(s.reconciler, s.t, key, p, now)
+	e.Changed = s.reportSig.wait()
+	return e
+}

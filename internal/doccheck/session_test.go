@@ -42,6 +42,11 @@ var sessionSteps = []step{
 			return "hello.txt is not Done: " + out
 		})
 	}},
+	{regexp.MustCompile(`^curl \S+/explain/hello\.txt$`), func(t *testing.T, _ *session, out string, _ func() string) {
+		if !strings.Contains(out, `"hello.txt": Done`) {
+			t.Errorf("/explain/hello.txt said\n%s\nnot that hello.txt is Done", out)
+		}
+	}},
 	{regexp.MustCompile(`^ls -l example-state/$`), func(t *testing.T, _ *session, out string, _ func() string) {
 		if !strings.Contains(out, "hello.txt") {
 			t.Errorf("ls -l example-state/ printed\n%s\nwithout hello.txt", out)
