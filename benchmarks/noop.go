@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -30,6 +31,7 @@ func noopWorkload(sz sizes) workload {
 			{name: "converge", side: sideConverge, run: run(sideConverge, rigOptions{})},
 			{name: "statedb", side: sideStatedb, run: run(sideStatedb, rigOptions{})},
 			{name: "limit", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runLimit(ctx, rigOptions{}, sz) }},
+			{name: "limit-serial", side: sideLimit, run: func(ctx context.Context) (measure, error) { return runSerialLimit(ctx, sz) }},
 			{name: "converge-prometheus", side: sideConverge, run: run(sideConverge, rigOptions{prometheus: true})},
 			{name: "converge-bare", side: sideConverge, run: run(sideConverge, bare)},
 			{name: "statedb-bare", side: sideStatedb, run: run(sideStatedb, bare)},
@@ -47,6 +49,8 @@ func noopWorkload(sz sizes) workload {
 			{name: "noop-1m/table-limit", unit: unitObjectsPerSec, ours: "converge", theirs: "limit", metric: metricThroughput,
 				reference: "table limit",
 				goal:      &goal{desc: ">=0.95x limit", met: func(o, t float64) bool { return o >= 0.95*t }}},
+			{name: "noop-1m/serial-limit", unit: unitObjectsPerSec, ours: "converge", theirs: "limit-serial", metric: metricThroughput,
+				reference: "serial table limit"},
 			{name: "noop-1m/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge", theirs: "statedb", metric: metricCPUPerObject},
 			{name: "noop-1m/table-limit-bytes", unit: unitBytes, lowerBetter: true, ours: "converge", theirs: "limit", metric: metricBytes,
 				reference: "table limit"},
@@ -176,6 +180,54 @@ func runLimit(ctx context.Context, opts rigOptions, sz sizes) (measure, error) {
 	case err = <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+	}
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	return stopped(r, measure{
+		metricThroughput:   float64(n) / d.Seconds(),
+		metricBytes:        float64(alloc),
+		metricCPUPerObject: perObject(cpu, n),
+		metricSeconds:      d.Seconds(),
+	}, err)
+}
+
+// runSerialLimit is the table's limit with no hand-off at all: each insert
+// batch, then its status writes (one compare-and-swap per object, in one
+// write transaction), one after the other in one goroutine. A reconciler
+// reads the changes back, runs Update on a worker and writes the statuses
+// beside the inserts; its fraction of this limit is what all of that
+// costs.
+func runSerialLimit(ctx context.Context, sz sizes) (measure, error) {
+	r, err := newConvergeRig(ctx, rigOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	n := sz.noopObjects
+	objs := make([]*convergeObject, 0, sz.insertBatch)
+	revs := make([]statedb.Revision, 0, sz.insertBatch)
+	runtime.GC()
+	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	for from := 0; from < n && err == nil; from += sz.insertBatch {
+		objs, revs = objs[:0], revs[:0]
+		wtxn := r.db.WriteTxn(r.table)
+		for id := from; id < min(from+sz.insertBatch, n); id++ {
+			obj := r.pending(uint64(id))
+			r.table.Insert(wtxn, obj)
+			objs, revs = append(objs, obj), append(revs, r.table.Revision(wtxn))
+		}
+		wtxn.Commit()
+		wtxn = r.db.WriteTxn(r.table)
+		for i, obj := range objs {
+			done := obj.clone()
+			done.Status = reconciler.StatusDone()
+			if _, _, cerr := r.table.CompareAndSwap(wtxn, revs[i], done); cerr != nil {
+				err = cerr
+			}
+		}
+		wtxn.Commit()
+		err = cmp.Or(err, ctx.Err())
 	}
 	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
 	return stopped(r, measure{
