@@ -4,8 +4,9 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"time"
+
+	"github.com/converge-go/converge/benchmarks/internal/trickle"
 )
 
 // latencyWorkload is latency/isolated: single changes far apart, each
@@ -111,13 +112,8 @@ func startFilled(ctx context.Context, side string, n, batch int) (rig, error) {
 }
 
 // millisSince is the time since t0 in milliseconds, the unit of latencies.
-func millisSince(t0 time.Time) float64 {
-	return float64(time.Since(t0)) / float64(time.Millisecond)
-}
+func millisSince(t0 time.Time) float64 { return trickle.MillisSince(t0) }
 
 // latencyMeasure summarizes one run's latencies in milliseconds: p50, p99
 // and the maximum. It sorts lat.
-func latencyMeasure(lat []float64) measure {
-	slices.Sort(lat)
-	return measure{metricP50: percentile(lat, 50), metricP99: percentile(lat, 99), metricMax: percentile(lat, 100)}
-}
+func latencyMeasure(lat []float64) measure { return measure(trickle.Latencies(lat)) }

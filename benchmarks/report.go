@@ -160,15 +160,6 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// percentile p (0-100) of sorted, nearest-rank.
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return math.NaN()
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}
-
 // String prints a measure in a stable order, for the progress log.
 func (m measure) String() string {
 	keys := make([]string, 0, len(m))

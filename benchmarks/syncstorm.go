@@ -145,9 +145,9 @@ func runSyncStorm(ctx context.Context, side string, sz sizes) (measure, error) {
 	tr := newTrickle(driven, sz.syncRate, ids)
 	runtime.GC()
 	rt.reset()
-	err = tr.run(ctx, samples, nil)
+	err = tr.Run(ctx, samples, nil)
 	st := rt.stats()
-	m := tr.measure()
+	m := measure(tr.Measure())
 	m[metricSyncs] = float64(st.renders)
 	m["render-ms-max"] = millis(st.longest)
 	m["render-ms-mean"] = millis(st.total) / float64(max(st.renders, 1))
@@ -214,7 +214,7 @@ func (c *cpuStorm) run(ctx context.Context, r rig, driven rig, rt *renderTarget,
 	rt.reset()
 	cpu0, t0 := cpuTime(), time.Now()
 	labelled, ok, err := labelCPU(func() error {
-		if err := tr.run(ctx, samples, nil); err != nil {
+		if err := tr.Run(ctx, samples, nil); err != nil {
 			return err
 		}
 		return driven.waitAllDone(ctx)
