@@ -84,6 +84,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.sourceObjects, "source-objects", o.sourceObjects, "source: objects listed, and events applied")
 	fs.IntVar(&o.sourceFiles, "source-files", o.sourceFiles, "files: manifest files of 10 objects each")
 	fs.IntVar(&o.fileEdits, "file-edits", o.fileEdits, "files: single-file edits measured per run")
+	fs.IntVar(&o.backlogObjects, "backlog-objects", o.backlogObjects, "startup+changes, noisy-tenant: objects in the backlog")
+	fs.IntVar(&o.backlogSamples, "backlog-samples", o.backlogSamples, "startup+changes, noisy-tenant: changes measured with no backlog")
+	fs.IntVar(&o.hungObjects, "hung-objects", o.hungObjects, "hung-target: objects over the four targets")
+	fs.DurationVar(&o.hungWindow, "hung-window", o.hungWindow, "hung-target: how long the healthy targets' throughput is measured")
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -128,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"retry-objects": o.retryObjects, "full-objects": o.fullObjects,
 		"sync-objects": o.syncObjects, "sync-rate": o.syncRate,
 		"routes-small": o.routesSmall, "routes-large": o.routesLarge, "wake-resident-mib": o.wakeResidentMiB,
+		"backlog-objects": o.backlogObjects, "backlog-samples": o.backlogSamples, "hung-objects": o.hungObjects,
 	} {
 		if n < 1 {
 			return o, fmt.Errorf("-%s must be at least 1", name)
@@ -138,6 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.syncDuration <= 0 {
 		return o, errors.New("-sync-duration must be positive")
+	}
+	if o.hungWindow <= 0 {
+		return o, errors.New("-hung-window must be positive")
 	}
 	return o, nil
 }
@@ -155,6 +163,8 @@ func sizeFields(s *sizes) map[string]any {
 		"routes-small": &s.routesSmall, "routes-large": &s.routesLarge,
 		"wake-resident-mib": &s.wakeResidentMiB,
 		"source-objects":    &s.sourceObjects, "source-files": &s.sourceFiles, "file-edits": &s.fileEdits,
+		"backlog-objects": &s.backlogObjects, "backlog-samples": &s.backlogSamples,
+		"hung-objects": &s.hungObjects, "hung-window": &s.hungWindow,
 	}
 }
 

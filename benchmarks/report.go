@@ -276,10 +276,11 @@ func formatValue(x float64, unit string) string {
 
 // sizesLine describes the sizes of a run above its table.
 func sizesLine(s sizes) string {
-	return fmt.Sprintf("sizes: noop %s, slow %s (and %d per worker) x %s, latency %s/%s x %d samples (trickle %d), bulk %d x %s, retry %s for %s, full %s, sync-storm %s at %d/s for %s; insert batch %d, round size %d",
+	return fmt.Sprintf("sizes: noop %s, slow %s (and %d per worker) x %s, latency %s/%s x %d samples (trickle %d), bulk %d x %s, retry %s for %s, full %s, sync-storm %s at %d/s for %s, backlog %s (%d changes alone), hung-target %s for %s; insert batch %d, round size %d",
 		countLabel(s.noopObjects), countLabel(s.slowObjects), s.slowPerWorker, s.slowDelay,
 		countLabel(s.latencySmall), countLabel(s.latencyLarge), s.latencySamples, s.trickleSamples,
 		s.bulkLoads, countLabel(s.bulkObjects),
 		countLabel(s.retryObjects), s.retryHeal, countLabel(s.fullObjects),
-		countLabel(s.syncObjects), s.syncRate, s.syncDuration, s.insertBatch, roundSize)
+		countLabel(s.syncObjects), s.syncRate, s.syncDuration,
+		countLabel(s.backlogObjects), s.backlogSamples, countLabel(s.hungObjects), s.hungWindow, s.insertBatch, roundSize)
 }

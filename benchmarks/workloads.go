@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/converge-go/converge/benchmarks/internal/waitorder"
 )
 
 // sizes are the knobs of the workloads; flags set them.
@@ -37,10 +39,16 @@ type sizes struct {
 	sourceObjects int // source: objects listed, and events applied
 	sourceFiles   int // files: manifest files of 10 objects each
 	fileEdits     int // files: single-file edits measured per run
+
+	backlogObjects int           // startup+changes, noisy-tenant: the backlog
+	backlogSamples int           // startup+changes, noisy-tenant: changes measured with no backlog
+	hungObjects    int           // hung-target: objects over the four targets
+	hungWindow     time.Duration // hung-target: how long the throughput is measured
 }
 
 // fullSizes are the sizes of the workloads.
 func fullSizes() sizes {
+	order := waitorder.FullSizes()
 	return sizes{
 		noopObjects:    1_000_000,
 		insertBatch:    1000,
@@ -68,6 +76,10 @@ func fullSizes() sizes {
 		sourceObjects:   1_000_000,
 		sourceFiles:     10_000,
 		fileEdits:       100,
+		backlogObjects:  order.Backlog,
+		backlogSamples:  order.Samples,
+		hungObjects:     order.HungObjects,
+		hungWindow:      order.HungWindow,
 	}
 }
 
@@ -75,6 +87,7 @@ func fullSizes() sizes {
 // minute on 2 cores (about 56 s; 45 s before sync-storm, 34 s before the
 // trickle workloads).
 func quickSizes() sizes {
+	order := waitorder.QuickSizes()
 	return sizes{
 		noopObjects:     100_000,
 		insertBatch:     1000,
@@ -101,6 +114,10 @@ func quickSizes() sizes {
 		sourceObjects:   100_000,
 		sourceFiles:     1000,
 		fileEdits:       20,
+		backlogObjects:  order.Backlog,
+		backlogSamples:  order.Samples,
+		hungObjects:     order.HungObjects,
+		hungWindow:      order.HungWindow,
 	}
 }
 
@@ -174,6 +191,9 @@ func workloads(sz sizes) []workload {
 		wakeWorkload(sz),
 		sourceWorkload(sz),
 		filesWorkload(sz),
+		startupWorkload(sz),
+		noisyWorkload(sz),
+		hungWorkload(sz),
 		routesWorkload(sz, sz.routesSmall),
 		routesWorkload(sz, sz.routesLarge),
 	}

@@ -1,0 +1,129 @@
+package waitorder
+
+import (
+	"context"
+	"iter"
+	"strconv"
+	"time"
+
+	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/index"
+	"github.com/converge-go/converge/reconciler"
+)
+
+// The settings every side shares where it has them, as in the core
+// benchmarks: both libraries default to these values; they are spelled
+// out so that a change of either default does not silently change the
+// comparison.
+const (
+	roundSize       = 1000                   // objects per round
+	roundRate       = 1000                   // rounds per second, burst 1
+	retryBackoffMin = 100 * time.Millisecond // first retry
+	retryBackoffMax = time.Minute            // longest backoff
+)
+
+// RetryBackoffMin and RetryBackoffMax are the retry backoff of every side
+// (converge's RetryBackoffMin and RetryBackoffMax, statedb's WithRetry),
+// for a queue's rate limiter to match.
+const (
+	RetryBackoffMin = retryBackoffMin
+	RetryBackoffMax = retryBackoffMax
+)
+
+// convergeObject is the desired object of the converge side.
+type convergeObject struct {
+	ID     uint64
+	Value  uint64
+	Status reconciler.Status
+}
+
+func (o *convergeObject) clone() *convergeObject { c := *o; return &c }
+
+func (o *convergeObject) TableHeader() []string { return []string{"ID", "Value", "Status"} }
+
+func (o *convergeObject) TableRow() []string {
+	return []string{strconv.FormatUint(o.ID, 10), strconv.FormatUint(o.Value, 10), o.Status.Kind.String()}
+}
+
+var (
+	convergeIDs    = idIndex(func(o *convergeObject) uint64 { return o.ID })
+	convergeStatus = index.NewStatusIndex("status", func(o *convergeObject) reconciler.Status { return o.Status })
+)
+
+// NewConverge builds a System of converge's reconciler: Concurrency
+// workers, rounds of 1000 at most 1000 times a second, the Setup's
+// operation timeout and order, no refresh, no pruning, no metrics.
+func NewConverge(ctx context.Context, s Setup) (System, error) {
+	sys := &tableSystem[*convergeObject]{
+		ids:     convergeIDs,
+		preload: s.Preload,
+		pending: func(id uint64) *convergeObject {
+			return &convergeObject{ID: id, Status: reconciler.StatusPending()}
+		},
+		done: func(id uint64) *convergeObject {
+			return &convergeObject{ID: id, Status: reconciler.StatusDone()}
+		},
+		touched: func(o *convergeObject) *convergeObject {
+			o = o.clone()
+			o.Value++
+			o.Status = reconciler.StatusPending()
+			return o
+		},
+		isDone: func(o *convergeObject) bool { return o.Status.Kind == reconciler.StatusKindDone },
+	}
+	sys.h = newHive(ctx, func(db *statedb.DB, p reconciler.Params) error {
+		table, err := statedb.NewTable(db, "bench-objects", convergeIDs, convergeStatus)
+		if err != nil {
+			return err
+		}
+		sys.db, sys.table = db, table
+		cfg, err := convergeConfig(table, s)
+		if err != nil {
+			return err
+		}
+		_, err = reconciler.New(cfg, p)
+		return err
+	})
+	sys.waitAll = func(ctx context.Context) error {
+		return reconciler.WaitForReconciliation(ctx, sys.db, sys.table.ToTable(), convergeStatus)
+	}
+	return sys, sys.populate()
+}
+
+// convergeConfig is the reconciler's Config for s.
+func convergeConfig(table statedb.RWTable[*convergeObject], s Setup) (reconciler.Config[*convergeObject], error) {
+	cfg := reconciler.Config[*convergeObject]{
+		Table:                      table,
+		GetObjectStatus:            func(o *convergeObject) reconciler.Status { return o.Status },
+		SetObjectStatus:            func(o *convergeObject, st reconciler.Status) *convergeObject { o.Status = st; return o },
+		CloneObject:                (*convergeObject).clone,
+		Operations:                 convergeOps{t: s.Target},
+		RoundSize:                  roundSize,
+		RoundRateLimiter:           rate.NewLimiter(roundRate, 1),
+		Concurrency:                max(s.Concurrency, 1),
+		OperationTimeout:           s.OperationTimeout,
+		RetryBackoffMin:            retryBackoffMin,
+		RetryBackoffMax:            retryBackoffMax,
+		FullReconciliationInterval: reconciler.Off,
+		RefreshInterval:            reconciler.Off,
+		Metrics:                    reconciler.NopMetrics{},
+	}
+	return cfg, applyOrder(&cfg, s.Order)
+}
+
+// convergeOps adapts the target to converge's Operations.
+type convergeOps struct{ t *Target }
+
+func (o convergeOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *convergeObject) error {
+	return o.t.Update(ctx, obj.ID)
+}
+
+func (o convergeOps) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *convergeObject) error {
+	return nil
+}
+
+func (o convergeOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*convergeObject, statedb.Revision]) error {
+	return nil
+}

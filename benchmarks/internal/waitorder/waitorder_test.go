@@ -1,0 +1,95 @@
+package waitorder
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/converge-go/converge/benchmarks/internal/trickle"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// checkMetrics fails t unless m has every metric in names, each a number
+// and not negative.
+func checkMetrics(t *testing.T, m map[string]float64, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		x, ok := m[name]
+		if !ok || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+			t.Errorf("%s = %v (present: %v)", name, x, ok)
+		}
+	}
+}
+
+// systems are the sides the core module can build.
+var systems = map[string]Factory{"converge": NewConverge, "statedb": NewStatedb}
+
+// TestStartup runs startup+changes on each side, and checks that every
+// metric is there and the changes were measured.
+func TestStartup(t *testing.T) {
+	for name, f := range systems {
+		t.Run(name, func(t *testing.T) {
+			m, err := RunStartup(context.Background(), f, TinySizes(), Order{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkMetrics(t, m, trickle.P50, trickle.P99, AloneP50, AloneP99, LoadSeconds, AloneLoad)
+			if m[trickle.Changes] < 1 || m["updates"] < float64(TinySizes().Backlog) {
+				t.Errorf("%v changes and %v Updates", m[trickle.Changes], m["updates"])
+			}
+		})
+	}
+}
+
+// TestNoisy runs noisy-tenant on converge and checks its metrics.
+func TestNoisy(t *testing.T) {
+	m, err := RunNoisy(context.Background(), NewConverge, TinySizes(), Order{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMetrics(t, m, trickle.P50, trickle.P99, AloneP50, AloneP99, LoadSeconds)
+}
+
+// TestHung runs hung-target on converge with no cap, and checks that the
+// healthy targets did work in both phases and the hung one timed out.
+func TestHung(t *testing.T) {
+	m, err := RunHung(context.Background(), NewConverge, TinySizes(), func(*Target) Order { return Order{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMetrics(t, m, Healthy, HealthyAlone, HungFailed)
+	if m[Healthy] == 0 || m[HealthyAlone] == 0 || m[HungFailed] == 0 {
+		t.Errorf("healthy %v/s, with none hung %v/s, %v hung Updates: want all above 0", m[Healthy], m[HealthyAlone], m[HungFailed])
+	}
+}
+
+// TestStatedbRefusesOrder checks that the statedb side does not silently
+// run first in, first out when asked for an order it does not have.
+func TestStatedbRefusesOrder(t *testing.T) {
+	s := Setup{Target: NewTarget(0, 1, -1), Order: Order{Priority: StartupPriority}}
+	if _, err := NewStatedb(context.Background(), s); err == nil {
+		t.Error("NewStatedb accepted a Priority")
+	}
+}
+
+// TestTarget checks the target's routing, hanging and counting.
+func TestTarget(t *testing.T) {
+	tg := NewTarget(0, Targets, Targets-1)
+	if tg.Of(7) != 3 || tg.Key(5) != "target-1" {
+		t.Errorf("Of(7) = %d, Key(5) = %q", tg.Of(7), tg.Key(5))
+	}
+	if err := tg.Update(context.Background(), 4); err != nil || tg.Done(0) != 1 {
+		t.Errorf("Update(4) = %v, Done(0) = %d", err, tg.Done(0))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := tg.Update(ctx, 3); err == nil || tg.Failed() != 1 || tg.Updates() != 1 {
+		t.Errorf("hung Update(3) = %v, Failed %d, Updates %d", err, tg.Failed(), tg.Updates())
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+
+	"github.com/converge-go/converge/benchmarks/internal/waitorder"
+)
+
+// The waiting-order workloads (startup+changes, noisy-tenant,
+// hung-target) live in benchmarks/internal/waitorder, which the nested
+// module benchmarks/crqueue runs too, against controller-runtime's
+// priority queue. Here they compare converge with and without its
+// ordering options, and with statedb's reconciler where it applies.
+
+// waitOrderSizes are the waiting-order workloads' sizes.
+func waitOrderSizes(sz sizes) waitorder.Sizes {
+	s := waitorder.FullSizes()
+	s.Backlog, s.Samples, s.InsertBatch = sz.backlogObjects, sz.backlogSamples, sz.insertBatch
+	s.HungObjects, s.HungWindow = sz.hungObjects, sz.hungWindow
+	return s
+}
+
+// waitOrderRun adapts a waitorder workload to a variant's run.
+func waitOrderRun[O any](run func(context.Context, waitorder.Factory, waitorder.Sizes, O) (map[string]float64, error),
+	f waitorder.Factory, sz waitorder.Sizes, order O) func(context.Context) (measure, error) {
+	return func(ctx context.Context) (measure, error) {
+		m, err := run(ctx, f, sz, order)
+		return measure(m), err
+	}
+}
+
+// ratioRow is a row comparing, for ours and theirs, metric a's median
+// over metric b's.
+func ratioRow(name, ours, theirs, a, b string, lowerBetter bool) rowSpec {
+	return rowSpec{name: name, unit: unitTimes, lowerBetter: lowerBetter,
+		derive: func(med func(name, metric string) float64) (float64, float64) {
+			return med(ours, a) / med(ours, b), med(theirs, a) / med(theirs, b)
+		}}
+}
+
+// startupWorkload is startup+changes: a backlog inserted at start, at low
+// priority, while single changes at high priority arrive at 200/s.
+func startupWorkload(sz sizes) workload {
+	const name = "startup+changes"
+	wsz := waitOrderSizes(sz)
+	prio := waitorder.Order{Priority: waitorder.StartupPriority}
+	w := workload{name: name, variants: []variant{
+		{name: "converge-priority", side: sideConverge, run: waitOrderRun(waitorder.RunStartup, waitorder.NewConverge, wsz, prio)},
+		{name: "converge-fifo", side: sideConverge, run: waitOrderRun(waitorder.RunStartup, waitorder.NewConverge, wsz, waitorder.Order{})},
+		{name: "statedb", side: sideStatedb, run: waitOrderRun(waitorder.RunStartup, waitorder.NewStatedb, wsz, waitorder.Order{})},
+	}}
+	p99 := ratioRow(name+"/p99-vs-no-backlog", "converge-priority", "statedb", metricP99, waitorder.AloneP99, true)
+	p99.goal = &goal{desc: "converge <=2x", met: func(o, _ float64) bool { return o <= 2 }}
+	load := ratioRow(name+"/load-vs-alone", "converge-priority", "statedb", waitorder.LoadSeconds, waitorder.AloneLoad, true)
+	load.goal = &goal{desc: "converge <=1.2x", met: func(o, _ float64) bool { return o <= 1.2 }}
+	w.rows = []rowSpec{
+		{name: name + "/p50", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: metricP50},
+		{name: name + "/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: metricP99},
+		p99,
+		{name: name + "/no-backlog/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.AloneP99},
+		{name: name + "/fifo/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fifo", theirs: "statedb", metric: metricP99},
+		ratioRow(name+"/fifo/p99-vs-no-backlog", "converge-fifo", "statedb", metricP99, waitorder.AloneP99, true),
+		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.LoadSeconds},
+		load,
+	}
+	return w
+}
+
+// noisyWorkload is noisy-tenant: tenant A's burst while tenant B changes
+// one object every 10 ms, with converge's FairnessKey = tenant and
+// without.
+func noisyWorkload(sz sizes) workload {
+	const name = "noisy-tenant"
+	const noKey = "no FairnessKey"
+	wsz := waitOrderSizes(sz)
+	fair := waitorder.Order{FairnessKey: waitorder.Tenant}
+	w := workload{name: name, variants: []variant{
+		{name: "converge-fair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, wsz, fair)},
+		{name: "converge-unfair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, wsz, waitorder.Order{})},
+	}}
+	vsAlone := ratioRow(name+"/p99-vs-alone", "converge-fair", "converge-unfair", metricP99, waitorder.AloneP99, true)
+	vsAlone.reference = noKey
+	vsAlone.goal = &goal{desc: "converge <=5x", met: func(o, _ float64) bool { return o <= 5 }}
+	w.rows = []rowSpec{
+		{name: name + "/p50", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: metricP50, reference: noKey},
+		{name: name + "/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: metricP99, reference: noKey},
+		vsAlone,
+		{name: name + "/alone/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AloneP99, reference: noKey},
+		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadSeconds, reference: noKey},
+	}
+	return w
+}
+
+// hungWorkload is hung-target: four targets, one of which hangs until
+// the operation timeout, with converge's TargetKey and a cap of a quarter
+// of the workers per target, and without.
+func hungWorkload(sz sizes) workload {
+	const name = "hung-target"
+	const noCap = "no cap"
+	wsz := waitOrderSizes(sz)
+	capped := func(t *waitorder.Target) waitorder.Order {
+		return waitorder.HungOrder(t, wsz.Concurrency/waitorder.Targets)
+	}
+	uncapped := func(*waitorder.Target) waitorder.Order { return waitorder.Order{} }
+	w := workload{name: name, variants: []variant{
+		{name: "converge-capped", side: sideConverge, run: waitOrderRun(waitorder.RunHung, waitorder.NewConverge, wsz, capped)},
+		{name: "converge-uncapped", side: sideConverge, run: waitOrderRun(waitorder.RunHung, waitorder.NewConverge, wsz, uncapped)},
+	}}
+	vsHealthy := ratioRow(name+"/healthy-vs-no-hung", "converge-capped", "converge-uncapped", waitorder.Healthy, waitorder.HealthyAlone, false)
+	vsHealthy.reference = noCap
+	vsHealthy.goal = &goal{desc: "converge >=0.9x", met: func(o, _ float64) bool { return o >= 0.9 }}
+	w.rows = []rowSpec{
+		{name: name + "/healthy", unit: unitObjectsPerSec, ours: "converge-capped", theirs: "converge-uncapped", metric: waitorder.Healthy, reference: noCap},
+		vsHealthy,
+		{name: name + "/no-hung", unit: unitObjectsPerSec, ours: "converge-capped", theirs: "converge-uncapped", metric: waitorder.HealthyAlone, reference: noCap},
+	}
+	return w
+}
