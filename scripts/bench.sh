@@ -11,7 +11,12 @@
 # Progress goes to stderr, the table (or JSON) to stdout. Not part of
 # scripts/test.sh: timings do not belong in CI.
 #
-# Then, unless -only names other workloads, the etcd source's rows, which
+# Then, unless -only names other workloads, the waiting-order workloads
+# (startup+changes, noisy-tenant, hung-target) against controller-runtime's
+# priority queue, from the nested benchmarks/crqueue module (the core module
+# never requires controller-runtime): about 3 minutes, 40 s with -quick;
+# -quick, -pairs, -json, -only, -run-timeout and the workloads' size flags
+# are passed on to it. Then the etcd source's rows, which
 # live in the nested etcd module (the core benchmarks cannot import it):
 # Go benchmarks against an embedded etcd on 127.0.0.1, about 30 s. And
 # the Kubernetes source's rows (nested k8s module): Go benchmarks against
@@ -23,14 +28,31 @@ go run ./benchmarks "$@"
 only=""
 json=""
 prev=""
+crqueue_args=()
 for arg in "$@"; do
 	case "$prev" in -only | --only) only="$arg" ;; esac
 	case "$arg" in
 	-only=* | --only=*) only="${arg#*=}" ;;
 	-json | --json | -json=true | --json=true) json=1 ;;
 	esac
+	# The flags benchmarks/crqueue knows, with their values.
+	case "$prev" in
+	-only | --only | -pairs | --pairs | -run-timeout | --run-timeout | -backlog-objects | --backlog-objects | \
+		-backlog-samples | --backlog-samples | -hung-objects | --hung-objects | -hung-window | --hung-window)
+		crqueue_args+=("$prev" "$arg") ;;
+	esac
+	case "$arg" in
+	-quick | --quick | -quick=* | --quick=* | -json | --json | -json=* | --json=* | -only=* | --only=* | -pairs=* | --pairs=* | \
+		-run-timeout=* | --run-timeout=* | -backlog-objects=* | --backlog-objects=* | -backlog-samples=* | --backlog-samples=* | \
+		-hung-objects=* | --hung-objects=* | -hung-window=* | --hung-window=*)
+		crqueue_args+=("$arg") ;;
+	esac
 	prev="$arg"
 done
+if [ -z "$only" ] || [[ "startup+changes" =~ $only ]] || [[ "noisy-tenant" =~ $only ]] || [[ "hung-target" =~ $only ]]; then
+	echo "== converge vs controller-runtime's priority queue (benchmarks/crqueue)" >&2
+	(cd benchmarks/crqueue && go run . "${crqueue_args[@]}")
+fi
 if [ -z "$only" ] || [[ "etcd" =~ $only ]]; then
 	echo "== etcd source (etcd/etcdsource, Go benchmarks)" >&2
 	if [ -n "$json" ]; then

@@ -174,6 +174,17 @@ echo "== benchmarks/replicas: go vet, staticcheck, go test -race"
 (cd benchmarks/replicas && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 5m ./...)
 # --- end benchmarks/replicas ---------------------------------------------------
 
+# --- nested module: benchmarks/crqueue ----------------------------------------
+# (owned by the benchmarks; keep this block self-contained)
+# The waiting-order rows' peer, controller-runtime's priority queue, is
+# linked only in this module of its own, so that the core module never
+# requires controller-runtime. Its smoke test runs each workload once per
+# side at tiny sizes and checks the rows and what the fake target saw, not
+# the timings: about 20 s on 2 cores, the first build's modules aside.
+echo "== benchmarks/crqueue: go vet, staticcheck, go test -race"
+(cd benchmarks/crqueue && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 5m ./...)
+# --- end benchmarks/crqueue ----------------------------------------------------
+
 # --- nested module: k8s/ -----------------------------------------------------
 # (owned by the Kubernetes work; keep this block self-contained)
 # k8s/ is a module of its own (github.com/converge-go/converge/k8s), so that
