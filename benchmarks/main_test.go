@@ -43,6 +43,12 @@ func tinySizes() sizes {
 		sourceObjects:  2000,
 		sourceFiles:    20,
 		fileEdits:      3,
+		backlogObjects: 300,
+		backlogSamples: 10,
+		// Fewer healthy objects than 16 workers of 1 ms can do in the
+		// window: the window never runs out of work.
+		hungObjects: 4000,
+		hungWindow:  50 * time.Millisecond,
 	}
 }
 
@@ -114,6 +120,8 @@ func TestBadFlags(t *testing.T) {
 		{"-bulk-loads", "0"},
 		{"-sync-rate", "0"},
 		{"-sync-duration", "0s"},
+		{"-backlog-objects", "0"},
+		{"-hung-window", "0s"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(args, &strings.Builder{}); err == nil {
