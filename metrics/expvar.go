@@ -134,6 +134,8 @@ type expvarReconciler struct {
 	fullFailing      expvar.Int
 	retriesScheduled expvar.Int
 	unreconciled     expvar.Int
+	oldestReady      expvar.Map // seconds, by priority
+	ready            map[int]*expvar.Float
 	failing          expvar.Int
 	waiting          expvar.Int
 	inFlight         expvar.Int
@@ -173,6 +175,9 @@ func newExpvarReconciler() *expvarReconciler {
 	m.vars.Set(defFullFailing.Short(), &m.fullFailing)
 	m.vars.Set(defRetriesScheduled.Short(), &m.retriesScheduled)
 	m.vars.Set(defUnreconciledWrites.Short(), &m.unreconciled)
+	m.vars.Set(defOldestReady.Short(), &m.oldestReady)
+	m.ready = map[int]*expvar.Float{0: new(expvar.Float)} // the default priority, at zero from the start
+	m.oldestReady.Set("0", m.ready[0])
 	m.vars.Set(defFailing.Short(), &m.failing)
 	m.vars.Set(defWaiting.Short(), &m.waiting)
 	m.vars.Set(defInFlight.Short(), &m.inFlight)
@@ -234,6 +239,23 @@ func (m *expvarReconciler) RetryScheduled() { m.retriesScheduled.Add(1) }
 
 // UnreconciledWrite implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) UnreconciledWrite() { m.unreconciled.Add(1) }
+
+// ReadyWaits implements reconciler.ReconcilerMetrics: one variable per
+// priority ever ready, 0 while none of it waits (as the Prometheus gauge).
+func (m *expvarReconciler) ReadyWaits(waits []reconciler.ReadyWait) {
+	for _, f := range m.ready {
+		f.Set(0)
+	}
+	for _, w := range waits {
+		f := m.ready[w.Priority]
+		if f == nil {
+			f = new(expvar.Float)
+			m.ready[w.Priority] = f
+			m.oldestReady.Set(strconv.Itoa(w.Priority), f)
+		}
+		f.Set(w.Oldest.Seconds())
+	}
+}
 
 // Gauges implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) Gauges(g reconciler.Gauges) {

@@ -116,7 +116,7 @@ func TestExpVarSameInformation(t *testing.T) {
 			}
 			id := reconciler.ReconcilerID{ModuleID: labels[metrics.LabelModuleID], Name: labels[metrics.LabelName]}
 			path := []string{id.DisplayName(), short}
-			for _, l := range []string{metrics.LabelOp, metrics.LabelResult} {
+			for _, l := range []string{metrics.LabelOp, metrics.LabelResult, metrics.LabelPriority} {
 				if v, ok := labels[l]; ok {
 					path = append(path, v)
 				}

@@ -266,6 +266,11 @@ func (r notifyingReconciler) RetryScheduled() {
 	r.n.update(nil)
 }
 
+func (r notifyingReconciler) ReadyWaits(w []reconciler.ReadyWait) {
+	r.inner.ReadyWaits(w)
+	r.n.update(nil)
+}
+
 func (r notifyingReconciler) UnreconciledWrite() {
 	r.inner.UnreconciledWrite()
 	r.n.update(nil)

@@ -22,6 +22,7 @@ const (
 	LabelName     = "name"      // ReconcilerID.Name: the reconciler's Config.Name
 	LabelOp       = "op"        // a reconciler.Op
 	LabelResult   = "result"    // a reconciler.Result
+	LabelPriority = "priority"  // a request's Config.Priority
 )
 
 // Prefix starts the name of every Prometheus metric of this package.
@@ -139,6 +140,16 @@ var (
 	}
 )
 
+// defOldestReady is labelled by priority too: reconcilers with
+// Config.Priority, FairnessKey or TargetKey report one series per priority
+// with ready requests.
+var defOldestReady = Definition{
+	Name:   Prefix + "oldest_ready_seconds",
+	Kind:   KindGauge,
+	Labels: []string{LabelModuleID, LabelName, LabelPriority},
+	Help:   "With a priority, fairness key or target key: how long the longest-waiting ready request of each priority has waited; 0 when none waits.",
+}
+
 var definitions = []Definition{
 	defOperations,
 	defOperationObjects,
@@ -155,6 +166,7 @@ var definitions = []Definition{
 	defInFlight,
 	defQueuedRetries,
 	defOldestWaiting,
+	defOldestReady,
 }
 
 // Definitions returns every metric this package exports, in a stable

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -24,6 +25,7 @@ type Prometheus struct {
 	fullFailing       *prometheus.GaugeVec
 	retriesScheduled  *prometheus.CounterVec
 	unreconciled      *prometheus.CounterVec
+	oldestReady       *prometheus.GaugeVec
 	failing           *prometheus.GaugeVec
 	waiting           *prometheus.GaugeVec
 	inFlight          *prometheus.GaugeVec
@@ -62,6 +64,7 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 	p.fullFailing = register(&r, gaugeVec(defFullFailing))
 	p.retriesScheduled = register(&r, counterVec(defRetriesScheduled))
 	p.unreconciled = register(&r, counterVec(defUnreconciledWrites))
+	p.oldestReady = register(&r, gaugeVec(defOldestReady))
 	p.failing = register(&r, gaugeVec(defFailing))
 	p.waiting = register(&r, gaugeVec(defWaiting))
 	p.inFlight = register(&r, gaugeVec(defInFlight))
@@ -105,6 +108,8 @@ func (p *Prometheus) Reconciler(id reconciler.ReconcilerID) reconciler.Reconcile
 	m.fullFailing = p.fullFailing.WithLabelValues(id.ModuleID, id.Name)
 	m.retriesScheduled = p.retriesScheduled.WithLabelValues(id.ModuleID, id.Name)
 	m.unreconciled = p.unreconciled.WithLabelValues(id.ModuleID, id.Name)
+	m.oldestReady, m.id = p.oldestReady, id
+	m.oldestReady.WithLabelValues(id.ModuleID, id.Name, "0") // the default priority, at zero from the start
 	m.failing = p.failing.WithLabelValues(id.ModuleID, id.Name)
 	m.waiting = p.waiting.WithLabelValues(id.ModuleID, id.Name)
 	m.inFlight = p.inFlight.WithLabelValues(id.ModuleID, id.Name)
@@ -127,11 +132,16 @@ type promReconciler struct {
 	fullFailing      prometheus.Gauge
 	retriesScheduled prometheus.Counter
 	unreconciled     prometheus.Counter
-	failing          prometheus.Gauge
-	waiting          prometheus.Gauge
-	inFlight         prometheus.Gauge
-	queuedRetries    prometheus.Gauge
-	clock            *waitClock
+	oldestReady      *prometheus.GaugeVec
+	id               reconciler.ReconcilerID
+	// readyPriorities are the priorities last reported ready: one no
+	// longer ready is set to 0.
+	readyPriorities map[int]bool
+	failing         prometheus.Gauge
+	waiting         prometheus.Gauge
+	inFlight        prometheus.Gauge
+	queuedRetries   prometheus.Gauge
+	clock           *waitClock
 }
 
 // Operation implements reconciler.ReconcilerMetrics.
@@ -192,6 +202,25 @@ func (m *promReconciler) Gauges(g reconciler.Gauges) {
 	m.inFlight.Set(float64(g.InFlight))
 	m.queuedRetries.Set(float64(g.Retries))
 	m.clock.set(g, time.Now())
+}
+
+// ReadyWaits implements reconciler.ReconcilerMetrics: one series per
+// priority ready; a priority no longer ready is set to 0.
+func (m *promReconciler) ReadyWaits(waits []reconciler.ReadyWait) {
+	if len(waits) == 0 && len(m.readyPriorities) == 0 {
+		return
+	}
+	seen := make(map[int]bool, len(waits))
+	for _, w := range waits {
+		seen[w.Priority] = true
+		m.oldestReady.WithLabelValues(m.id.ModuleID, m.id.Name, strconv.Itoa(w.Priority)).Set(w.Oldest.Seconds())
+	}
+	for p := range m.readyPriorities {
+		if !seen[p] {
+			m.oldestReady.WithLabelValues(m.id.ModuleID, m.id.Name, strconv.Itoa(p)).Set(0)
+		}
+	}
+	m.readyPriorities = seen
 }
 
 func counterVec(d Definition) *prometheus.CounterVec {

@@ -107,6 +107,10 @@ func (b bothReconciler) FullReconciliation(d time.Duration, err error) {
 }
 
 func (b bothReconciler) RetryScheduled() { b[0].RetryScheduled(); b[1].RetryScheduled() }
+func (b bothReconciler) ReadyWaits(w []reconciler.ReadyWait) {
+	b[0].ReadyWaits(w)
+	b[1].ReadyWaits(w)
+}
 func (b bothReconciler) UnreconciledWrite() {
 	b[0].UnreconciledWrite()
 	b[1].UnreconciledWrite()

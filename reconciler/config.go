@@ -46,6 +46,11 @@ const (
 	// start, and costs a program whose desired set is truly empty no more
 	// than that before its first prune.
 	DefaultInitialPruneDelay = 2 * time.Second
+
+	// A ready request waits at most 10s (with Priority, FairnessKey or
+	// TargetKey) before it is taken ahead of every later one: long against
+	// a round, short against anyone waiting for a change.
+	DefaultMaxWait = 10 * time.Second
 )
 
 // Upper bounds of the sizing fields. Beyond them a reconciler does not get
@@ -212,6 +217,34 @@ type Config[Obj any] struct {
 	// StartSuspended constructs the reconciler suspended: nothing is
 	// reconciled until Resume (for example once leadership is gained).
 	StartSuspended bool
+
+	// Priority orders the ready requests, higher first (nil: all equal);
+	// among equals, new changes go before retries before refreshes, and a
+	// retry, once due, competes by its priority. With Priority, FairnessKey
+	// or TargetKey every change is read at once (not only a round's
+	// worth) and the workers are handed requests in that order. Not with
+	// SyncOperations.
+	Priority func(obj Obj) int
+	// MaxWait bounds how long a ready request is passed over: once it has
+	// waited MaxWait, no request that became ready after it is taken before
+	// it (first come, first served from then on), so a low priority or a
+	// busy fairness key delays a key and never starves it. Default 10s
+	// (DefaultMaxWait); only with Priority, FairnessKey or TargetKey.
+	MaxWait time.Duration
+	// FairnessKey names what an object's work is shared across (a tenant,
+	// a namespace, a remote endpoint): within a priority, requests are
+	// taken round-robin across fairness keys, so a quiet key's request
+	// waits for one request of each busy key, not for their backlogs.
+	FairnessKey func(obj Obj) string
+	// TargetKey names the target an object's operations go to (a remote
+	// endpoint, a BPF map): at most TargetConcurrency operations of one
+	// target run at once, so a hung target holds at most that many
+	// workers; its requests wait, taking no room in a round, while the
+	// others run. Not with SyncOperations.
+	TargetKey func(obj Obj) string
+	// TargetConcurrency is the most operations of one TargetKey in flight.
+	// Default 1; only with TargetKey.
+	TargetConcurrency int
 }
 
 // withDefaults returns cfg with every zero tuning field set to its default.
@@ -251,6 +284,12 @@ func (cfg Config[Obj]) withDefaults() Config[Obj] {
 	if cfg.InitialPruneDelay == 0 {
 		cfg.InitialPruneDelay = DefaultInitialPruneDelay
 	}
+	if cfg.ordered() && cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.TargetKey != nil && cfg.TargetConcurrency == 0 {
+		cfg.TargetConcurrency = 1
+	}
 	return cfg
 }
 
@@ -285,9 +324,12 @@ func (cfg Config[Obj]) validateShape() error {
 		if cfg.Ownership != nil && cfg.BatchOperations != nil {
 			return bad("Config.Ownership cannot be used with Config.BatchOperations yet: a batch runs under one context, a key's fencing token is its own")
 		}
-		return nil
+		return cfg.validateOrder(bad)
 	case cfg.BatchOperations != nil:
 		return bad("Config.BatchOperations cannot be used with Config.SyncOperations")
+	case cfg.ordered() || cfg.MaxWait != 0 || cfg.TargetConcurrency != 0:
+		return bad("Config.Priority, Config.FairnessKey, Config.TargetKey, Config.MaxWait and Config.TargetConcurrency " +
+			"do not apply with Config.SyncOperations: one Sync takes the whole set at once")
 	case cfg.Concurrency > 1:
 		return bad("Config.Concurrency does not apply with Config.SyncOperations: one Sync runs at a time")
 	case cfg.RoundRateLimiter != nil:

@@ -47,6 +47,14 @@ func TestConfigValidation(t *testing.T) {
 		{"Config.MaxRetries", func(c *reconciler.Config[*testObject]) { c.MaxRetries = -1 }},
 		{"Config.FullReconciliationInterval", func(c *reconciler.Config[*testObject]) { c.FullReconciliationInterval = -2 * time.Second }},
 		{"Config.RefreshInterval", func(c *reconciler.Config[*testObject]) { c.RefreshInterval = -time.Minute }},
+		{"Config.MaxWait", func(c *reconciler.Config[*testObject]) { c.MaxWait = time.Second }},
+		{"Config.MaxWait", func(c *reconciler.Config[*testObject]) {
+			c.Priority, c.MaxWait = func(*testObject) int { return 0 }, -time.Second
+		}},
+		{"Config.TargetConcurrency", func(c *reconciler.Config[*testObject]) { c.TargetConcurrency = 2 }},
+		{"Config.TargetConcurrency", func(c *reconciler.Config[*testObject]) {
+			c.TargetKey, c.TargetConcurrency = func(*testObject) string { return "" }, -1
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.field, func(t *testing.T) {
@@ -114,6 +122,9 @@ func TestConfigValidationShape(t *testing.T) {
 		{"Config.SyncDebounce", func(c *cfg) { c.SyncDebounce = reconciler.Trailing(-time.Second, time.Second) }},
 		{"Config.SyncDebounce", func(c *cfg) { c.SyncDebounce = reconciler.Debounce{Quiet: time.Second, Refractory: time.Second} }},
 		{"Config.SyncDebounce.MaxWait", func(c *cfg) { c.SyncDebounce = reconciler.Trailing(time.Second, time.Millisecond) }},
+		{"Config.Priority", func(c *cfg) { c.Priority = func(*testObject) int { return 1 } }},
+		{"Config.FairnessKey", func(c *cfg) { c.FairnessKey = func(*testObject) string { return "" } }},
+		{"Config.TargetKey", func(c *cfg) { c.TargetKey = func(*testObject) string { return "" } }},
 		{"Config.SyncDebounce", func(c *cfg) {
 			c.SyncOperations, c.Operations = nil, &testOps{}
 			c.SyncDebounce = reconciler.LeadingEdge(time.Second)

@@ -240,11 +240,16 @@ type explainParts struct {
 	// worker: queuedTask says which).
 	unreadWhy, queuedWhy string
 	queuedTask           func(seq uint64) bool
+	// orderWhy, in ordered mode, says where the Queued row of a key waits
+	// in the order (nil: queuedWhy).
+	orderWhy func(key string) string
 	// retryAt is when a retry due at the given time may go (the
 	// breaker's pacing); breakerWhy says why, when the breaker is open.
 	retryAt    func(due time.Time) time.Time
 	breakerWhy string
 	timeout    time.Duration // OperationTimeout (0: none)
+	// suspendedOrDraining: nothing is handed out now, whatever the order.
+	suspendedOrDraining bool
 }
 
 // explainKey answers Explain for key from the request table t, the
@@ -313,6 +318,9 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 	switch row.state {
 	case stQueued:
 		e.State, e.Reason = KeyQueued, p.queuedWhy
+		if p.orderWhy != nil && !p.suspendedOrDraining {
+			e.Reason = p.orderWhy(row.key)
+		}
 	case stBusy:
 		e.State, e.Reason = KeyBusy, "waiting for an earlier attempt on the key to return"
 		if row.stuck {
@@ -333,21 +341,7 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 	case stCommitting:
 		e.State, e.Reason = KeyCommitting, "its result is in; its status is being written"
 	case stRetrying:
-		e.State, e.NextAttempt = KeyRetrying, p.retryAt(row.due)
-		e.Reason = map[reqWhy]string{
-			whyDeferred:   "not ready yet (RetryAfter without an error): retried at its delay",
-			whyRetryAfter: "retried after the delay the operation asked for (RetryAfter)",
-			whyOwed:       "its status was written over by an earlier attempt: run again",
-		}[row.why]
-		switch {
-		case p.breakerWhy != "" && e.NextAttempt.After(row.due):
-			e.Reason = p.breakerWhy
-		case e.Reason == "":
-			e.Reason = fmt.Sprintf("backoff after %d failure(s)", row.attempts)
-		}
-		if p.whole && row.why != whyDeferred {
-			e.Reason += "; retried by the next Sync"
-		}
+		explainRetry(e, row, p)
 	case stHeld:
 		e.State = KeyGivenUp
 		e.Reason = map[reqWhy]string{whyMisconfigured: "given up on: a misconfiguration (see the error)",
@@ -355,5 +349,24 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 		if e.Reason == "" {
 			e.Reason = "given up on: a Permanent error"
 		}
+	}
+}
+
+// explainRetry fills e in for a row waiting for its retry.
+func explainRetry[Obj any](e *Explanation, row *request[Obj], p explainParts) {
+	e.State, e.NextAttempt = KeyRetrying, p.retryAt(row.due)
+	e.Reason = map[reqWhy]string{
+		whyDeferred:   "not ready yet (RetryAfter without an error): retried at its delay",
+		whyRetryAfter: "retried after the delay the operation asked for (RetryAfter)",
+		whyOwed:       "its status was written over by an earlier attempt: run again",
+	}[row.why]
+	switch {
+	case p.breakerWhy != "" && e.NextAttempt.After(row.due):
+		e.Reason = p.breakerWhy
+	case e.Reason == "":
+		e.Reason = fmt.Sprintf("backoff after %d failure(s)", row.attempts)
+	}
+	if p.whole && row.why != whyDeferred {
+		e.Reason += "; retried by the next Sync"
 	}
 }

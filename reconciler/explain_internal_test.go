@@ -11,7 +11,7 @@ func TestExplainCommitting(t *testing.T) {
 	now := time.Now()
 	tb := newTestTable(true)
 	req := tb.add("k", change[int]{obj: 1, rev: 10}, Status{Kind: StatusKindPending, ID: 7}, 10, now)
-	tb.take(nil, now)
+	takeReady(tb, nil, 0, now)
 	id := req.attempt
 	tb.returned(req, id)
 	tb.writeOut(req, id, now)

@@ -42,8 +42,9 @@ type loop[Obj comparable] struct {
 	refresh *refresher[Obj]
 	status  health.State
 
-	// moreChanges is set when a round stopped before reading all changes.
-	moreChanges bool
+	// moreChanges is set when a round stopped before reading all changes;
+	// hungry is what the pool was last told (updateHungry).
+	moreChanges, hungry bool
 	// roundTxn is the snapshot of the latest round: operations read it.
 	roundTxn statedb.ReadTxn
 	// ownChanged is Ownership.Changed's channel, taken before the owned
@@ -81,6 +82,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	if r.cfg.Ownership != nil {
 		l.t.owns = r.ownsKey
 	}
+	l.t.order = newOrdering(r.cfg)
 	return l
 }
 
@@ -172,12 +174,18 @@ func (l *loop[Obj]) canPull() bool {
 	return !l.full.draining() && !l.suspended() && l.roundRoom() > 0
 }
 
-// roundRoom is how many more requests a round may take: RoundSize less
+// roundRoom is how many more requests a round may read: RoundSize less
 // the Queued and Running rows. Committing rows take no room, so that the
 // next round is read while their statuses are written; nor do Busy ones,
 // so that an attempt stuck past its timeout holds up its own key only.
+// In ordered mode every change is read, up to maxOrderedRows rows with
+// work, in steps of orderedReadsPerStep rounds.
 func (l *loop[Obj]) roundRoom() int {
-	return l.cfg.RoundSize - (l.t.n[stQueued] + l.t.n[stRunning])
+	waiting := l.t.n[stQueued] + l.t.n[stRunning]
+	if l.t.order != nil {
+		return min(maxOrderedRows-waiting, orderedReadsPerStep*l.cfg.RoundSize)
+	}
+	return l.cfg.RoundSize - waiting
 }
 
 // stepRound picks up new work when there is room for it and something
@@ -193,13 +201,10 @@ func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 		ts.round.ArmAt(now.Add(d))
 		return false
 	}
-	hungry := l.moreChanges
 	if l.pull(now) > 0 {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
-	if l.moreChanges != hungry {
-		l.exec.SetHungry(l.moreChanges)
-	}
+	l.updateHungry()
 	return true
 }
 
@@ -268,10 +273,13 @@ func (l *loop[Obj]) onRetry(txn statedb.ReadTxn, r *request[Obj], now time.Time)
 // dispatch hands the Queued rows to the workers: one task per object, or
 // with BatchOperations one batch of updates and one of deletes.
 func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
-	if len(l.t.ready) == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
+	if l.t.n[stQueued] == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
 		return false
 	}
-	l.taken = l.t.take(l.taken, now)
+	// In ordered mode the workers' queue holds at most Concurrency tasks
+	// beside those running, so that the order decides what runs next.
+	n := min(l.cfg.RoundSize-l.t.n[stRunning], 2*l.cfg.Concurrency-l.t.executing)
+	l.taken = takeReady(l.t, l.taken, n, now)
 	if len(l.taken) == 0 {
 		return false
 	}
@@ -284,7 +292,18 @@ func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
 	clear(tasks)
 	l.tasks = tasks[:0]
 	clear(l.taken)
+	l.updateHungry()
 	return true
+}
+
+// updateHungry tells the workers' pool whether more work waits than it
+// was handed (a round stopped short, or ordered Queued rows): then a
+// worker left without a task is a reason to commit, and hand out more.
+func (l *loop[Obj]) updateHungry() {
+	if h := l.moreChanges || l.t.order != nil && l.t.n[stQueued] > 0; h != l.hungry {
+		l.hungry = h
+		l.exec.SetHungry(h)
+	}
 }
 
 // sleep waits until something happens. It returns false when stopping.

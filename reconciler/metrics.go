@@ -57,6 +57,13 @@ type Gauges struct {
 	OldestWaiting time.Duration
 }
 
+// ReadyWait is how long the longest-waiting ready request of a priority
+// has waited (reconcilers with Config.Priority, FairnessKey or TargetKey).
+type ReadyWait struct {
+	Priority int           `json:"priority"`
+	Oldest   time.Duration `json:"oldest"`
+}
+
 // Metrics is how a reconciler reports what it does. Implementations live in
 // package metrics (Prometheus and expvar); the zero Config uses the module's
 // default, else nothing is recorded.
@@ -119,6 +126,12 @@ type ReconcilerMetrics interface {
 
 	// Gauges is called after every round with the current state.
 	Gauges(g Gauges)
+
+	// ReadyWaits is called after Gauges by reconcilers with
+	// Config.Priority, FairnessKey or TargetKey: the oldest ready wait of
+	// each priority with ready requests, highest first (empty when none
+	// waits). The slice is not kept by the reconciler.
+	ReadyWaits(waits []ReadyWait)
 }
 
 // NopMetrics records nothing. It is the fallback when neither Config.Metrics
@@ -151,6 +164,9 @@ func (NopMetrics) Realized([]time.Duration) {}
 
 // Gauges implements ReconcilerMetrics.
 func (NopMetrics) Gauges(Gauges) {}
+
+// ReadyWaits implements ReconcilerMetrics.
+func (NopMetrics) ReadyWaits([]ReadyWait) {}
 
 var (
 	_ Metrics           = NopMetrics{}

@@ -116,6 +116,7 @@ type modelTarget struct {
 	rng        *rand.Rand
 	mu         sync.Mutex
 	faults     bool
+	noHang     bool              // faultOverdue succeeds instead
 	state      map[string]string // key -> applied value
 	running    map[string]bool
 	failures   map[string]int    // consecutive failures of the current request
@@ -144,7 +145,7 @@ func (m *modelTarget) do(ctx context.Context, key, what string, maxRetries int, 
 	fault := faultOK
 	if m.faults {
 		fault = modelFault(m.rng.IntN(int(modelFaultCount) * 2)) // half of the calls succeed
-		if fault >= modelFaultCount || (what == "delete" && fault == faultPermanent) {
+		if fault >= modelFaultCount || (what == "delete" && fault == faultPermanent) || (m.noHang && fault == faultOverdue) {
 			fault = faultOK
 		}
 	}
@@ -385,4 +386,11 @@ func checkModel(t *testing.T, f *fixture, live map[string]string, targets map[st
 			t.Errorf("%s: Status().Objects = %+v, the table says %+v", name, got, counts)
 		}
 	}
+}
+
+// prunesNow is how many prunes the target has seen.
+func (m *modelTarget) prunesNow() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.prunes
 }

@@ -72,9 +72,15 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	// The snapshot before the progress, the progress before the gauges:
 	// whoever a wait wakes sees a Status() at least as new as what it
 	// waited for, and whoever the metrics wake sees the progress too.
+	if t.order != nil && !p.standby {
+		s.Ready = t.order.waits(now)
+	}
 	r.snapshot.Store(s)
 	r.progress.set(progress)
 	r.metrics.Gauges(gauges)
+	if t.order != nil {
+		r.metrics.ReadyWaits(s.Ready)
+	}
 }
 
 // tableView is one report's reading of the request table.
@@ -282,10 +288,15 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		unreadWhy:   "not read yet: the next round reads it",
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 	}
+	if o := l.t.order; o != nil {
+		p.orderWhy = func(key string) string { return o.why(l.t.rows[key]) }
+	}
 	switch {
 	case l.suspended():
+		p.suspendedOrDraining = true
 		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
 	case l.full.draining():
+		p.suspendedOrDraining = true
 		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
 		p.queuedWhy = p.unreadWhy
 	case l.roundRoom() <= 0:

@@ -85,6 +85,9 @@ type request[Obj any] struct {
 	gen     uint32 // counts the row's queuings and reuses: ready entries go stale
 	askedAt statedb.Revision
 	running uint64
+	// runTarget is the TargetKey of the attempt in running (ordered mode
+	// with per-target caps): its target's count drops when it returns.
+	runTarget string
 	*detail[Obj]
 }
 
@@ -155,7 +158,8 @@ type requests[Obj any] struct {
 
 	free     []*request[Obj]
 	freeDets []*detail[Obj]
-	dispatch bool // per-object: the workers take the ready rows
+	dispatch bool           // per-object: the workers take the ready rows
+	order    *ordering[Obj] // ordered mode (order.go): Queued rows go there, not to ready
 
 	// How to read an object: its primary key, this reconciler's status,
 	// and a hook that sees every status read (the shared-status check).
@@ -199,7 +203,11 @@ func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.
 		t.marks = append(t.marks, activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried})
 		if s == stQueued && t.dispatch {
 			r.gen++
-			t.ready = append(t.ready, readyEntry[Obj]{r, r.gen})
+			if t.order != nil {
+				t.order.push(r, now)
+			} else {
+				t.ready = append(t.ready, readyEntry[Obj]{r, r.gen})
+			}
 		}
 	case stRetrying:
 		t.byDue.Push(r)
@@ -372,25 +380,4 @@ func (t *requests[Obj]) queuedState(r *request[Obj]) reqState {
 		return stBusy
 	}
 	return stQueued
-}
-
-// take returns the Queued rows in arrival order, each now Running under
-// a new attempt id.
-func (t *requests[Obj]) take(buf []*request[Obj], now time.Time) []*request[Obj] {
-	buf = buf[:0]
-	for _, e := range t.ready {
-		r := e.r // replaced, settled or queued again since, if gen moved
-		if r.gen != e.gen || r.state != stQueued {
-			continue
-		}
-		t.lastAttempt++
-		r.attempt, r.running = t.lastAttempt, t.lastAttempt
-		t.executing++
-		r.startedAt = now
-		t.move(r, stRunning, whyNone, r.err, time.Time{}, now)
-		buf = append(buf, r)
-	}
-	clear(t.ready)
-	t.ready = t.ready[:0]
-	return buf
 }

@@ -116,7 +116,7 @@ func (d *tableDriver) step() {
 		tb.add(key, change[int]{obj: int(d.rev), rev: d.rev, deleted: op == 1 && d.rng.IntN(4) == 0},
 			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, d.rev-statedb.Revision(d.rng.IntN(2)), d.now)
 	case op == 2: // dispatch
-		d.running = tb.take(d.running[:0], d.now)
+		d.running = takeReady(tb, d.running[:0], 0, d.now)
 	case op == 3: // a Sync takes everything
 		d.running, _ = tb.takeAll(d.running[:0], d.now)
 	case op == 6: // due retries come back
@@ -213,7 +213,7 @@ func TestCommittingRequest(t *testing.T) {
 	start := func(t *testing.T) (*requests[int], *request[int], uint64) {
 		tb := newTestTable(true)
 		r := tb.add("k", pendingCh(10), pending, 10, now)
-		if taken := tb.take(nil, now); len(taken) != 1 || taken[0] != r {
+		if taken := takeReady(tb, nil, 0, now); len(taken) != 1 || taken[0] != r {
 			t.Fatalf("take = %v, want the request", taken)
 		}
 		id := r.attempt
@@ -264,7 +264,7 @@ func TestCommittingRequest(t *testing.T) {
 		// The row is reused for another key and written out again under
 		// a newer attempt: the old id still is not its.
 		r2 := tb.add("other", pendingCh(12), pending, 12, now)
-		tb.take(nil, now)
+		takeReady(tb, nil, 0, now)
 		id2 := r2.attempt
 		tb.returned(r2, id2)
 		tb.writeOut(r2, id2, now)
@@ -292,7 +292,7 @@ func TestKeyBusyTakesNoRoom(t *testing.T) {
 		}
 	}
 	r := tb.add("k", pendingCh(1), Status{Kind: StatusKindPending, ID: 1}, 1, now)
-	tb.take(nil, now)
+	takeReady(tb, nil, 0, now)
 	stuck := r.attempt
 	if !tb.overdue(r, stuck) {
 		t.Fatal("the overdue attempt's result is not wanted")
@@ -301,7 +301,7 @@ func TestKeyBusyTakesNoRoom(t *testing.T) {
 	busy(0)
 	tb.requeue(r, now) // the retry came due; the attempt still runs
 	busy(1)
-	if taken := tb.take(nil, now); len(taken) != 0 {
+	if taken := takeReady(tb, nil, 0, now); len(taken) != 0 {
 		t.Fatalf("took %d requests while the key is busy", len(taken))
 	}
 	tb.add("k", pendingCh(2), Status{Kind: StatusKindPending, ID: 2}, 2, now) // a newer change replaces it
@@ -315,7 +315,7 @@ func TestKeyBusyTakesNoRoom(t *testing.T) {
 	busy(1)
 	tb.returned(r, stuck)
 	busy(0)
-	if taken := tb.take(nil, now); len(taken) != 1 || taken[0].rev != 3 {
+	if taken := takeReady(tb, nil, 0, now); len(taken) != 1 || taken[0].rev != 3 {
 		t.Fatalf("took %v once the key is free, want the request of revision 3", taken)
 	}
 }

@@ -45,6 +45,10 @@ type StatusSnapshot struct {
 	LastRound RoundInfo `json:"last-round"`
 	LastFull  FullInfo  `json:"last-full"`
 
+	// Ready is, with Config.Priority, FairnessKey or TargetKey, the oldest
+	// ready wait of each priority with requests ready, highest first.
+	Ready []ReadyWait `json:"ready,omitempty"`
+
 	// Realization summarizes how long the latest changes took to be
 	// realized: see RealizationInfo.
 	Realization RealizationInfo `json:"realization"`

@@ -331,6 +331,9 @@ func (t *requests[Obj]) returned(r *request[Obj], id uint64) bool {
 	if id != 0 && r.running == id {
 		r.running, r.stuck = 0, false
 		t.executing--
+		if t.order != nil {
+			t.order.release(r)
+		}
 		switch r.state {
 		case stBusy:
 			t.move(r, stQueued, whyNone, r.err, time.Time{}, r.since) // its key is free now

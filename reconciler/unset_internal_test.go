@@ -22,7 +22,7 @@ func TestDecideUnsetWithdraws(t *testing.T) {
 		"retrying": func(tb *requests[int], r *request[int]) { tb.retry(r, now.Add(time.Second), whyBackoff, "boom", now) },
 		"held":     func(tb *requests[int], r *request[int]) { tb.hold(r, whyPermanent, "boom", now.Add(time.Hour), now) },
 		"running": func(tb *requests[int], r *request[int]) {
-			if taken := tb.take(nil, now); len(taken) != 1 {
+			if taken := takeReady(tb, nil, 0, now); len(taken) != 1 {
 				t.Fatalf("take = %v", taken)
 			}
 		},

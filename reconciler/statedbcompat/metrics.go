@@ -106,6 +106,10 @@ func (r *reconcilerAdapter) Round(int, time.Duration) {}
 // such series.
 func (r *reconcilerAdapter) RetryScheduled() {}
 
+// ReadyWaits implements reconciler.ReconcilerMetrics; statedb has no such
+// series.
+func (r *reconcilerAdapter) ReadyWaits([]reconciler.ReadyWait) {}
+
 // UnreconciledWrite implements reconciler.ReconcilerMetrics; statedb has
 // no such series.
 func (r *reconcilerAdapter) UnreconciledWrite() {}

@@ -1,0 +1,303 @@
+// Package order is the reconciler's ordered queue of ready requests, for
+// reconcilers that set a priority, a fairness key or per-target caps.
+// Items are taken by priority (higher first), then class (lower first:
+// the engine puts new changes before retries before refreshes);
+// round-robin across fairness keys within that, and across targets within
+// a fairness key; first come, first served within one. Aging bounds the
+// wait: an item that has waited MaxWait is taken before any that has not,
+// oldest first, whatever its priority. An item whose target is at its cap
+// is passed over without losing its place.
+//
+// Items are removed lazily: the owner says, through Valid, whether an
+// entry still stands for a ready item (it may have been taken through
+// another path, replaced or withdrawn); stale entries are dropped when met.
+package order
+
+import (
+	"slices"
+	"time"
+)
+
+// Entry is one ready item as it was pushed.
+type Entry[T any] struct {
+	Item     T
+	Gen      uint32 // the owner's stamp: Valid tells a stale entry by it
+	Priority int
+	Class    int
+	Fair     string
+	Target   string
+	At       time.Time // when it became ready
+}
+
+// Queue is the queue. The zero value is not usable; use New.
+type Queue[T any] struct {
+	maxWait time.Duration
+	valid   func(item T, gen uint32) bool
+	levels  []*level[T] // by priority (highest first), then class
+}
+
+// level is one (priority, class): its entries in arrival order (for
+// aging and the oldest wait), and by fairness key and target.
+type level[T any] struct {
+	priority, class int
+	arrivals        fifo[T]
+	fairs           []*fairQueue[T] // the round-robin ring
+	byFair          map[string]*fairQueue[T]
+	next            int // the ring's cursor
+}
+
+// fairQueue is one fairness key's entries, by target.
+type fairQueue[T any] struct {
+	key      string
+	targets  []*fifo[T] // the round-robin ring
+	byTarget map[string]*fifo[T]
+	next     int
+}
+
+// fifo is a first-in, first-out list of entries.
+type fifo[T any] struct {
+	target string
+	items  []Entry[T]
+	head   int
+}
+
+func (f *fifo[T]) push(e Entry[T]) { f.items = append(f.items, e) }
+func (f *fifo[T]) len() int        { return len(f.items) - f.head }
+
+func (f *fifo[T]) peek() *Entry[T] { return &f.items[f.head] }
+
+func (f *fifo[T]) drop() {
+	f.items[f.head] = Entry[T]{}
+	f.head++
+	if f.head == len(f.items) {
+		f.items, f.head = f.items[:0], 0
+	} else if f.head > 64 && f.head > len(f.items)/2 {
+		f.items = append(f.items[:0], f.items[f.head:]...)
+		f.head = 0
+	}
+}
+
+// New returns a queue whose items wait at most maxWait before being
+// taken ahead of the others; valid reports whether an entry still stands.
+func New[T any](maxWait time.Duration, valid func(item T, gen uint32) bool) *Queue[T] {
+	return &Queue[T]{maxWait: maxWait, valid: valid}
+}
+
+// Push adds a ready item.
+func (q *Queue[T]) Push(e Entry[T]) {
+	l := q.level(e.Priority, e.Class)
+	l.arrivals.push(e)
+	fq := l.byFair[e.Fair]
+	if fq == nil {
+		fq = &fairQueue[T]{key: e.Fair, byTarget: map[string]*fifo[T]{}}
+		l.byFair[e.Fair] = fq
+		l.fairs = append(l.fairs, fq)
+	}
+	tq := fq.byTarget[e.Target]
+	if tq == nil {
+		tq = &fifo[T]{target: e.Target}
+		fq.byTarget[e.Target] = tq
+		fq.targets = append(fq.targets, tq)
+	}
+	tq.push(e)
+}
+
+// level returns the level of (priority, class), making it in place.
+func (q *Queue[T]) level(priority, class int) *level[T] {
+	i, found := slices.BinarySearchFunc(q.levels, [2]int{priority, class}, func(l *level[T], k [2]int) int {
+		switch {
+		case l.priority != k[0]:
+			return k[0] - l.priority // higher priority first
+		default:
+			return l.class - k[1]
+		}
+	})
+	if !found {
+		q.levels = slices.Insert(q.levels, i, &level[T]{priority: priority, class: class, byFair: map[string]*fairQueue[T]{}})
+	}
+	return q.levels[i]
+}
+
+// Pop takes the next item: the oldest that has waited maxWait, if any,
+// else the first by order. capped reports whether a target is at its cap:
+// its items are passed over. It reports false when no item can be taken.
+func (q *Queue[T]) Pop(now time.Time, capped func(target string) bool) (Entry[T], bool) {
+	if e, ok := q.popOverdue(now, capped); ok {
+		return e, true
+	}
+	for _, l := range q.levels {
+		if e, ok := q.popLevel(l, capped); ok {
+			return e, true
+		}
+	}
+	q.prune()
+	return Entry[T]{}, false
+}
+
+// overdueScan bounds how many overdue entries of a level a Pop passes
+// over (their targets at their caps) looking for one to take.
+const overdueScan = 64
+
+// popOverdue takes the oldest item that has waited maxWait and whose
+// target has room.
+func (q *Queue[T]) popOverdue(now time.Time, capped func(string) bool) (Entry[T], bool) {
+	cutoff := now.Add(-q.maxWait)
+	var best *level[T]
+	bestIdx := -1
+	for _, l := range q.levels {
+		if i := q.overdueIn(&l.arrivals, cutoff, capped); i >= 0 &&
+			(best == nil || l.arrivals.items[i].At.Before(best.arrivals.items[bestIdx].At)) {
+			best, bestIdx = l, i
+		}
+	}
+	if best == nil {
+		return Entry[T]{}, false
+	}
+	e := best.arrivals.items[bestIdx]
+	if bestIdx == best.arrivals.head {
+		best.arrivals.drop()
+	}
+	return e, true // its copies elsewhere are stale once the owner takes it
+}
+
+// overdueIn returns the index in a of its oldest entry that has waited
+// since cutoff and whose target has room, or -1. It drops the stale
+// entries it passes (compacting the list), so that only entries passed
+// over for their target count against overdueScan.
+func (q *Queue[T]) overdueIn(a *fifo[T], cutoff time.Time, capped func(string) bool) int {
+	q.dropStale(a)
+	w := a.head // where the next entry kept goes
+	found := -1
+	passed := 0
+	i := a.head
+	for ; i < len(a.items) && passed < overdueScan; i++ {
+		e := a.items[i]
+		if e.At.After(cutoff) {
+			break // the rest came later
+		}
+		if !q.valid(e.Item, e.Gen) {
+			continue // stale: dropped
+		}
+		a.items[w] = e
+		if found < 0 && !capped(e.Target) {
+			found = w
+		} else if found < 0 {
+			passed++
+		}
+		w++
+		if found >= 0 {
+			i++
+			break
+		}
+	}
+	// Close the gap the stale entries left.
+	n := copy(a.items[w:], a.items[i:])
+	clear(a.items[w+n:])
+	a.items = a.items[:w+n]
+	return found
+}
+
+// popLevel takes the next item of l: round-robin across fairness keys,
+// and across targets within one.
+func (q *Queue[T]) popLevel(l *level[T], capped func(string) bool) (Entry[T], bool) {
+	for n := len(l.fairs); n > 0; n-- {
+		l.next %= len(l.fairs)
+		fq := l.fairs[l.next]
+		e, ok := q.popFair(fq, capped)
+		if fq.empty() {
+			delete(l.byFair, fq.key)
+			l.fairs = slices.Delete(l.fairs, l.next, l.next+1)
+		} else {
+			l.next++
+		}
+		if ok {
+			return e, true
+		}
+	}
+	return Entry[T]{}, false
+}
+
+// popFair takes the next item of fq whose target has room.
+func (q *Queue[T]) popFair(fq *fairQueue[T], capped func(string) bool) (Entry[T], bool) {
+	for n := len(fq.targets); n > 0; n-- {
+		fq.next %= len(fq.targets)
+		tq := fq.targets[fq.next]
+		q.dropStale(tq)
+		switch {
+		case tq.len() == 0:
+			delete(fq.byTarget, tq.target)
+			fq.targets = slices.Delete(fq.targets, fq.next, fq.next+1)
+			continue
+		case capped(tq.target):
+			fq.next++
+			continue
+		}
+		e := *tq.peek()
+		tq.drop()
+		fq.next++
+		return e, true
+	}
+	return Entry[T]{}, false
+}
+
+func (fq *fairQueue[T]) empty() bool {
+	for _, tq := range fq.targets {
+		if tq.len() > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// dropStale drops the entries at f's head that no longer stand.
+func (q *Queue[T]) dropStale(f *fifo[T]) {
+	for f.len() > 0 && !q.valid(f.peek().Item, f.peek().Gen) {
+		f.drop()
+	}
+}
+
+// prune drops the levels left with nothing in them.
+func (q *Queue[T]) prune() {
+	q.levels = slices.DeleteFunc(q.levels, func(l *level[T]) bool {
+		q.dropStale(&l.arrivals)
+		return l.arrivals.len() == 0 && len(l.fairs) == 0
+	})
+}
+
+// Oldest calls fn for every priority with ready items, highest first,
+// with how long the longest-waiting of them has waited at now.
+func (q *Queue[T]) Oldest(now time.Time, fn func(priority int, waited time.Duration)) {
+	oldest := map[int]time.Time{}
+	var order []int
+	for _, l := range q.levels {
+		q.dropStale(&l.arrivals)
+		if l.arrivals.len() == 0 {
+			continue
+		}
+		at := l.arrivals.peek().At
+		if cur, ok := oldest[l.priority]; !ok {
+			order = append(order, l.priority)
+			oldest[l.priority] = at
+		} else if at.Before(cur) {
+			oldest[l.priority] = at
+		}
+	}
+	for _, p := range order {
+		fn(p, now.Sub(oldest[p]))
+	}
+}
+
+// Ahead counts, for an item of priority and class, the valid items of the
+// levels taken before its own (an upper bound: stale entries behind a
+// level's head are counted too).
+func (q *Queue[T]) Ahead(priority, class int) int {
+	n := 0
+	for _, l := range q.levels {
+		if l.priority < priority || l.priority == priority && l.class >= class {
+			break
+		}
+		q.dropStale(&l.arrivals)
+		n += l.arrivals.len()
+	}
+	return n
+}

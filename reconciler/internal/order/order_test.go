@@ -1,0 +1,172 @@
+package order
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// item is a test item: an id, and whether it is still ready (taken, or
+// withdrawn, makes its entries stale).
+type item struct {
+	id     int
+	target string
+	ready  bool
+	gen    uint32
+}
+
+func newQueue(maxWait time.Duration) *Queue[*item] {
+	return New(maxWait, func(it *item, gen uint32) bool { return it.ready && it.gen == gen })
+}
+
+func push(q *Queue[*item], it *item, prio, class int, fair, target string, at time.Time) {
+	it.ready, it.target = true, target
+	it.gen++
+	q.Push(Entry[*item]{Item: it, Gen: it.gen, Priority: prio, Class: class, Fair: fair, Target: target, At: at})
+}
+
+// popAll pops until nothing can be taken, marking what it takes.
+func popAll(q *Queue[*item], now time.Time, capped func(string) bool) []int {
+	var ids []int
+	for {
+		e, ok := q.Pop(now, capped)
+		if !ok {
+			return ids
+		}
+		e.Item.ready = false
+		ids = append(ids, e.Item.id)
+	}
+}
+
+func none(string) bool { return false }
+
+// TestOrder: priority first, then class, round-robin across fairness
+// keys and, within one, across targets; first come first served within
+// one; a capped target's items are passed over and keep their place.
+func TestOrder(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	q := newQueue(time.Hour)
+	items := make([]*item, 12)
+	for i := range items {
+		items[i] = &item{id: i}
+	}
+	push(q, items[0], 0, 0, "a", "x", t0)
+	push(q, items[1], 0, 0, "a", "x", t0)
+	push(q, items[2], 0, 0, "b", "x", t0)
+	push(q, items[3], 5, 1, "a", "x", t0) // a retry of priority 5
+	push(q, items[4], 5, 0, "a", "x", t0) // a change of priority 5
+	push(q, items[5], 0, 0, "a", "y", t0)
+	push(q, items[6], -1, 0, "a", "x", t0)
+	if got, want := popAll(q, t0, none), []int{4, 3, 0, 2, 5, 1, 6}; !slices.Equal(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	push(q, items[7], 0, 0, "a", "hung", t0)
+	push(q, items[8], 0, 0, "a", "ok", t0)
+	push(q, items[9], 0, 0, "a", "hung", t0)
+	hung := func(target string) bool { return target == "hung" }
+	if got := popAll(q, t0, hung); !slices.Equal(got, []int{8}) {
+		t.Fatalf("with target hung capped: took %v, want only 8", got)
+	}
+	if got := popAll(q, t0, none); !slices.Equal(got, []int{7, 9}) {
+		t.Fatalf("once uncapped: took %v, want 7 then 9", got)
+	}
+	// A stale entry (taken elsewhere, or replaced) is passed over.
+	push(q, items[10], 0, 0, "", "", t0)
+	push(q, items[11], 0, 0, "", "", t0)
+	items[10].ready = false
+	if got := popAll(q, t0, none); !slices.Equal(got, []int{11}) {
+		t.Fatalf("took %v, want 11 alone (10 is stale)", got)
+	}
+}
+
+// TestAgingNeverOvertaken drives the queue with random items (random
+// priorities, classes, fairness keys and targets, some capped for a
+// while, some withdrawn) over a fake clock, and checks every pop: an item
+// that has waited maxWait is never passed over for one that came after
+// it (aging is first come, first served), and an item waits past maxWait
+// only behind such earlier ones. A low priority delays an item; it never
+// starves it. Replay a seed with its subtest name.
+func TestAgingNeverOvertaken(t *testing.T) {
+	const maxWait = 50 * time.Millisecond
+	for seed := uint64(1); seed <= 30; seed++ {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			q := newQueue(maxWait)
+			now := time.Unix(0, 0)
+			var live []*item // pushed, not yet taken
+			at := map[*item]time.Time{}
+			next := 0
+			cappedTarget := ""
+			for step := range 3000 {
+				now = now.Add(time.Millisecond)
+				if step%200 == 0 {
+					cappedTarget = []string{"", "t1", "t2"}[rng.IntN(3)] // a target at its cap for a while
+				}
+				capped := func(target string) bool { return target != "" && target == cappedTarget }
+				for range rng.IntN(4) { // 1.5 a millisecond: below the 2 taken
+					it := &item{id: next}
+					next++
+					push(q, it, rng.IntN(4), rng.IntN(3), fmt.Sprint("f", rng.IntN(5)), fmt.Sprint("t", rng.IntN(3)), now)
+					live, at[it] = append(live, it), now
+				}
+				if len(live) > 0 && rng.IntN(20) == 0 { // withdrawn
+					i := rng.IntN(len(live))
+					live[i].ready = false
+					live = slices.Delete(live, i, i+1)
+				}
+				for range 2 { // two taken a millisecond
+					e, ok := q.Pop(now, capped)
+					if !ok {
+						break
+					}
+					checkPop(t, step, e, live, at, now, maxWait, capped)
+					e.Item.ready = false
+					live = slices.DeleteFunc(live, func(it *item) bool { return it == e.Item })
+				}
+			}
+		})
+	}
+}
+
+// checkPop fails when e was taken while an item that arrived before it
+// had waited maxWait and could be taken (its target not capped).
+func checkPop(t *testing.T, step int, e Entry[*item], live []*item, at map[*item]time.Time, now time.Time, maxWait time.Duration, capped func(string) bool) {
+	t.Helper()
+	for _, other := range live {
+		if other == e.Item || !at[other].Before(e.At) || now.Sub(at[other]) < maxWait {
+			continue
+		}
+		if capped(other.target) {
+			continue
+		}
+		t.Fatalf("step %d: took item %d (ready %s ago) over item %d, ready %s ago, past maxWait",
+			step, e.Item.id, now.Sub(e.At), other.id, now.Sub(at[other]))
+	}
+}
+
+// TestOldestAndAhead: the oldest wait per priority, highest first, and
+// how many items are ahead of a priority and class.
+func TestOldestAndAhead(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	q := newQueue(time.Hour)
+	push(q, &item{id: 1}, 1, 0, "", "", t0)
+	push(q, &item{id: 2}, 1, 1, "", "", t0.Add(time.Second))
+	push(q, &item{id: 3}, 0, 0, "", "", t0.Add(2*time.Second))
+	var got []string
+	q.Oldest(t0.Add(10*time.Second), func(p int, d time.Duration) { got = append(got, fmt.Sprint(p, ":", d)) })
+	if want := []string{"1:10s", "0:8s"}; !slices.Equal(got, want) {
+		t.Fatalf("oldest %v, want %v", got, want)
+	}
+	if n := q.Ahead(0, 0); n != 2 {
+		t.Fatalf("%d ahead of priority 0, want 2", n)
+	}
+	if n := q.Ahead(1, 1); n != 1 {
+		t.Fatalf("%d ahead of a priority 1 retry, want the priority 1 change", n)
+	}
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,196 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/converge-go/converge/reconciler/internal/order"
+)
+
+// Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
+// loop reads every change into the request table at once (up to
+// maxOrderedRows rows with work) and hands the Queued rows to the workers
+// in the Config's order (internal/order): by priority, then new changes
+// before retries before refreshes, round-robin across fairness keys and
+// targets, with aging: once a row has waited MaxWait, none that became
+// ready after it goes first. A target at TargetConcurrency is passed over;
+// its rows wait without taking room in a round. Without these options the
+// FIFO ready list of request.go is used, unchanged.
+
+// maxOrderedRows bounds the rows with work an ordered loop keeps (the
+// rest of a backlog waits unread): a million rows are a few hundred MB.
+const maxOrderedRows = 1 << 20
+
+// orderedReadsPerStep bounds the changes one step reads in ordered mode
+// (in rounds of RoundSize), so that a step never stalls the loop.
+const orderedReadsPerStep = 16
+
+// ordering is the ordered mode of a request table.
+type ordering[Obj any] struct {
+	q        *order.Queue[*request[Obj]]
+	priority func(Obj) int
+	fair     func(Obj) string
+	target   func(Obj) string
+	cap      int
+	running  map[string]int // operations in flight, by target
+}
+
+// newOrdering returns the ordering cfg asks for, or nil (FIFO).
+func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
+	if !cfg.ordered() {
+		return nil
+	}
+	return &ordering[Obj]{
+		q: order.New(cfg.MaxWait, func(r *request[Obj], gen uint32) bool {
+			return r.gen == gen && r.state == stQueued
+		}),
+		priority: cfg.Priority, fair: cfg.FairnessKey, target: cfg.TargetKey,
+		cap: cfg.TargetConcurrency, running: map[string]int{},
+	}
+}
+
+// push queues r, just made Queued at now.
+func (o *ordering[Obj]) push(r *request[Obj], now time.Time) {
+	o.q.Push(order.Entry[*request[Obj]]{Item: r, Gen: r.gen, Priority: o.priorityOf(r), Class: classOf(r),
+		Fair: o.fairOf(r), Target: o.targetOf(r), At: now})
+}
+
+// classOf is r's place among requests of one priority: new changes (0),
+// then retries (1), then refreshes (2).
+func classOf[Obj any](r *request[Obj]) int {
+	switch {
+	case r.asked.Kind == StatusKindRefreshing:
+		return 2
+	case r.tried:
+		return 1
+	}
+	return 0
+}
+
+func (o *ordering[Obj]) priorityOf(r *request[Obj]) int {
+	if o.priority == nil {
+		return 0
+	}
+	return o.priority(r.obj)
+}
+
+func (o *ordering[Obj]) fairOf(r *request[Obj]) string {
+	if o.fair == nil {
+		return ""
+	}
+	return o.fair(r.obj)
+}
+
+func (o *ordering[Obj]) targetOf(r *request[Obj]) string {
+	if o.target == nil {
+		return ""
+	}
+	return o.target(r.obj)
+}
+
+// capped reports whether target's operations in flight are at the cap.
+func (o *ordering[Obj]) capped(target string) bool {
+	return o.target != nil && o.running[target] >= o.cap
+}
+
+// pop takes the next Queued row to run, or reports false.
+func (o *ordering[Obj]) pop(now time.Time) (*request[Obj], bool) {
+	e, ok := o.q.Pop(now, o.capped)
+	if !ok {
+		return nil, false
+	}
+	if o.target != nil {
+		e.Item.runTarget = e.Target
+		o.running[e.Target]++
+	}
+	return e.Item, true
+}
+
+// release records that the attempt r ran for its target returned.
+func (o *ordering[Obj]) release(r *request[Obj]) {
+	if o.target == nil {
+		return
+	}
+	if o.running[r.runTarget]--; o.running[r.runTarget] <= 0 {
+		delete(o.running, r.runTarget)
+	}
+	r.runTarget = ""
+}
+
+// why says where a Queued row waits in the order, for Explain.
+func (o *ordering[Obj]) why(r *request[Obj]) string {
+	prio, class := o.priorityOf(r), classOf(r)
+	switch target := o.targetOf(r); {
+	case o.capped(target):
+		return fmt.Sprintf("waiting for target %q at its cap (%d running)", target, o.running[target])
+	case o.q.Ahead(prio, class) > 0:
+		return fmt.Sprintf("waiting behind %d request(s) of higher priority or earlier class (its priority %d)",
+			o.q.Ahead(prio, class), prio)
+	case o.fair != nil:
+		return fmt.Sprintf("waiting for its turn among fairness keys (priority %d, fairness key %q)", prio, o.fairOf(r))
+	}
+	return fmt.Sprintf("waiting for its turn (priority %d)", prio)
+}
+
+// waits lists, highest priority first, how long the longest-waiting ready
+// row of each priority has waited.
+func (o *ordering[Obj]) waits(now time.Time) []ReadyWait {
+	var out []ReadyWait
+	o.q.Oldest(now, func(p int, d time.Duration) { out = append(out, ReadyWait{Priority: p, Oldest: d}) })
+	return out
+}
+
+// ordered reports whether requests are taken in an order of the Config's
+// (Priority, FairnessKey, TargetKey) rather than as they came.
+func (cfg Config[Obj]) ordered() bool {
+	return cfg.Priority != nil || cfg.FairnessKey != nil || cfg.TargetKey != nil
+}
+
+// validateOrder checks the ordering fields of a per-object Config, before
+// the defaults are filled in.
+func (cfg Config[Obj]) validateOrder(bad func(string) error) error {
+	switch {
+	case cfg.MaxWait < 0:
+		return bad(fmt.Sprintf("Config.MaxWait must be positive, got %s", cfg.MaxWait))
+	case cfg.MaxWait != 0 && !cfg.ordered():
+		return bad("Config.MaxWait applies only with Config.Priority, Config.FairnessKey or Config.TargetKey")
+	case cfg.TargetConcurrency < 0:
+		return bad(fmt.Sprintf("Config.TargetConcurrency must not be negative, got %d", cfg.TargetConcurrency))
+	case cfg.TargetConcurrency != 0 && cfg.TargetKey == nil:
+		return bad("Config.TargetConcurrency applies only with Config.TargetKey")
+	}
+	return nil
+}
+
+// takeReady returns the Queued rows that may run, each now Running under a
+// new attempt id: in arrival order, or (ordered mode) at most n of them
+// in the Config's order.
+func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.Time) []*request[Obj] {
+	buf = buf[:0]
+	start := func(r *request[Obj]) {
+		t.lastAttempt++
+		r.attempt, r.running = t.lastAttempt, t.lastAttempt
+		t.executing++
+		r.startedAt = now
+		t.move(r, stRunning, whyNone, r.err, time.Time{}, now)
+		buf = append(buf, r)
+	}
+	if t.order != nil {
+		for ; n > 0; n-- {
+			r, ok := t.order.pop(now)
+			if !ok {
+				break
+			}
+			start(r)
+		}
+		return buf
+	}
+	for _, e := range t.ready {
+		if r := e.r; r.gen == e.gen && r.state == stQueued { // else replaced, settled or queued again since
+			start(r)
+		}
+	}
+	clear(t.ready)
+	t.ready = t.ready[:0]
+	return buf
+}

@@ -1,0 +1,225 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cilium/statedb"
+	"golang.org/x/time/rate"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// orderOps records which keys Update was called for, in order and when,
+// and runs each for what its object's Value says: "hang" blocks until
+// release is closed, "<n>ms" sleeps that long.
+type orderOps struct {
+	mu      sync.Mutex
+	order   []string
+	started map[string]time.Duration // since start
+	start   time.Time
+	release chan struct{}
+}
+
+func newOrderOps() *orderOps {
+	return &orderOps{started: map[string]time.Duration{}, start: time.Now(), release: make(chan struct{})}
+}
+
+func (o *orderOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *testObject) error {
+	o.mu.Lock()
+	o.order = append(o.order, obj.ID)
+	if _, ok := o.started[obj.ID]; !ok {
+		o.started[obj.ID] = time.Since(o.start)
+	}
+	o.mu.Unlock()
+	switch d, err := time.ParseDuration(obj.Value); {
+	case obj.Value == "hang":
+		select {
+		case <-o.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case err == nil:
+		time.Sleep(d)
+	}
+	return nil
+}
+
+func (o *orderOps) Delete(context.Context, statedb.ReadTxn, statedb.Revision, *testObject) error {
+	return nil
+}
+
+func (o *orderOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*testObject, statedb.Revision]) error {
+	return nil
+}
+
+func (o *orderOps) calls() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.order)
+}
+
+// prio and tenant read an object's priority and fairness key from its ID
+// ("hi-3", "lo-7", "a/1", "b/1").
+func prio(o *testObject) int {
+	if strings.HasPrefix(o.ID, "hi") {
+		return 10
+	}
+	return 0
+}
+
+func tenant(o *testObject) string { t, _, _ := strings.Cut(o.ID, "/"); return t }
+
+// inOrderBubble starts, in a synctest bubble, a reconciler over orderOps
+// with cfg's ordering options, and runs fn.
+func inOrderBubble(t *testing.T, cfg reconciler.Config[*testObject], fn func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject])) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.hive.Start(f.log, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := f.hive.Stop(f.log, context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		ops := newOrderOps()
+		cfg.RoundRateLimiter = rate.NewLimiter(rate.Inf, 1)
+		cfg.FullReconciliationInterval, cfg.RefreshInterval = reconciler.Off, reconciler.Off
+		r, err := reconciler.New(testConfig(f, ops, cfg), f.params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.markInit()
+		fn(t, f, ops, r)
+		close(ops.release)
+	})
+}
+
+func objs(value string, ids ...string) []*testObject {
+	var out []*testObject
+	for _, id := range ids {
+		out = append(out, &testObject{ID: id, Value: value, Status: reconciler.StatusPending()})
+	}
+	return out
+}
+
+func ids(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s%02d", prefix, i))
+	}
+	return out
+}
+
+// TestPriorityFirst: with one worker busy, a backlog of low-priority
+// changes and then one of high priority: the high one runs next; the low
+// ones in the order they came.
+func TestPriorityFirst(t *testing.T) {
+	inOrderBubble(t, reconciler.Config[*testObject]{Priority: prio}, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		insert(t, f, objs("10ms", "busy")...)
+		synctest.Wait() // busy runs
+		insert(t, f, append(objs("1ms", ids("lo-", 10)...), objs("1ms", "hi-0")...)...)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := append([]string{"busy", "hi-0"}, ids("lo-", 10)...)
+		if got := ops.calls(); !slices.Equal(got, want) {
+			t.Fatalf("Update order %v, want %v", got, want)
+		}
+	})
+}
+
+// TestFairnessRoundRobin: a busy tenant's backlog does not hold up a quiet
+// tenant's change, which waits for one of the busy tenant's requests.
+func TestFairnessRoundRobin(t *testing.T) {
+	for _, fair := range []bool{true, false} {
+		t.Run(fmt.Sprint("fairness=", fair), func(t *testing.T) {
+			cfg := reconciler.Config[*testObject]{TargetKey: func(*testObject) string { return "" }, TargetConcurrency: 1}
+			if fair {
+				cfg = reconciler.Config[*testObject]{FairnessKey: tenant}
+			}
+			inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+				insert(t, f, objs("10ms", "busy")...)
+				synctest.Wait()
+				insert(t, f, append(objs("1ms", ids("a/", 20)...), objs("1ms", "b/0")...)...)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				at := slices.Index(ops.calls(), "b/0")
+				switch {
+				case fair && at > 3:
+					t.Fatalf("b/0 ran %dth, behind tenant a's backlog: %v", at, ops.calls())
+				case !fair && at != 21:
+					t.Fatalf("without a fairness key b/0 ran %dth, want last (21st): %v", at, ops.calls())
+				}
+			})
+		})
+	}
+}
+
+// TestTargetCap: a target whose operations hang holds at most
+// TargetConcurrency workers; the other target's objects all run, and the
+// hung target's next one waits, as Explain says.
+func TestTargetCap(t *testing.T) {
+	target := func(o *testObject) string { t, _, _ := strings.Cut(o.ID, "/"); return t }
+	cfg := reconciler.Config[*testObject]{TargetKey: target, TargetConcurrency: 1, Concurrency: 4}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		insert(t, f, append(objs("hang", "hung/0", "hung/1"), objs("1ms", ids("ok/", 20)...)...)...)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		calls := ops.calls()
+		if slices.Contains(calls, "hung/1") || len(calls) != 21 {
+			t.Fatalf("calls %v: want hung/0 and every ok/ object, and hung/1 waiting for its target", calls)
+		}
+		e, err := r.Explain(context.Background(), []byte("hung/1"))
+		if err != nil || e.State != reconciler.KeyQueued || !strings.Contains(e.Reason, `target "hung" at its cap (1 running)`) {
+			t.Fatalf("Explain(hung/1) = %v: %+v", err, e)
+		}
+	})
+}
+
+// TestAgingBound: a low-priority request is passed over while
+// high-priority ones keep coming, but once it has waited MaxWait it goes
+// before every one that came after it: it is taken within MaxWait and the
+// operation ahead of it, never starved.
+func TestAgingBound(t *testing.T) {
+	const maxWait = 20 * time.Millisecond
+	cfg := reconciler.Config[*testObject]{Priority: prio, MaxWait: maxWait}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		// The worker is busy, and the one task the workers' queue holds
+		// beside it is taken: lo-0 waits in the order from the start.
+		insert(t, f, objs("10ms", "hi-busy", "hi-next")...)
+		synctest.Wait()
+		start := time.Since(ops.start)
+		insert(t, f, objs("1ms", "lo-0")...)
+		for i := range 100 { // two high-priority changes a millisecond: more than the one worker does
+			insert(t, f, objs("1ms", fmt.Sprintf("hi-%03da", i), fmt.Sprintf("hi-%03db", i))...)
+			time.Sleep(time.Millisecond)
+			if i == 5 {
+				synctest.Wait()
+				if s := r.Status().Ready; len(s) != 2 || s[0].Priority != 10 || s[1].Priority != 0 {
+					t.Errorf("Status().Ready = %+v, want the oldest waits of priorities 10 and 0", s)
+				}
+				e, err := r.Explain(context.Background(), []byte("lo-0"))
+				if err != nil || !strings.Contains(e.Reason, "higher priority") {
+					t.Errorf("Explain(lo-0) = %v: %+v", err, e)
+				}
+			}
+		}
+		synctest.Wait()
+		ops.mu.Lock()
+		at, ran := ops.started["lo-0"]
+		ops.mu.Unlock()
+		// Overdue at 20ms, it is handed out when hi-next returns (at
+		// 20ms), behind the one task queued then: it starts by 21ms.
+		if waited := at - start; !ran || waited > maxWait+2*time.Millisecond {
+			t.Fatalf("lo-0 started %v after it was written (ran: %v), want within MaxWait %v and the operation queued ahead of it", waited, ran, maxWait)
+		}
+	})
+}
