@@ -79,11 +79,7 @@ func NewConverge(ctx context.Context, s Setup) (System, error) {
 			return err
 		}
 		sys.db, sys.table = db, table
-		cfg, err := convergeConfig(table, s)
-		if err != nil {
-			return err
-		}
-		_, err = reconciler.New(cfg, p)
+		_, err = reconciler.New(convergeConfig(table, s), p)
 		return err
 	})
 	sys.waitAll = func(ctx context.Context) error {
@@ -93,7 +89,7 @@ func NewConverge(ctx context.Context, s Setup) (System, error) {
 }
 
 // convergeConfig is the reconciler's Config for s.
-func convergeConfig(table statedb.RWTable[*convergeObject], s Setup) (reconciler.Config[*convergeObject], error) {
+func convergeConfig(table statedb.RWTable[*convergeObject], s Setup) reconciler.Config[*convergeObject] {
 	cfg := reconciler.Config[*convergeObject]{
 		Table:                      table,
 		GetObjectStatus:            func(o *convergeObject) reconciler.Status { return o.Status },
@@ -110,7 +106,8 @@ func convergeConfig(table statedb.RWTable[*convergeObject], s Setup) (reconciler
 		RefreshInterval:            reconciler.Off,
 		Metrics:                    reconciler.NopMetrics{},
 	}
-	return cfg, applyOrder(&cfg, s.Order)
+	applyOrder(&cfg, s.Order)
+	return cfg
 }
 
 // convergeOps adapts the target to converge's Operations.

@@ -27,15 +27,20 @@ func checkMetrics(t *testing.T, m map[string]float64, names ...string) {
 	}
 }
 
-// systems are the sides the core module can build.
-var systems = map[string]Factory{"converge": NewConverge, "statedb": NewStatedb}
-
-// TestStartup runs startup+changes on each side, and checks that every
-// metric is there and the changes were measured.
+// TestStartup runs startup+changes on each side, converge with Priority
+// and without, and checks that every metric is there and the changes were
+// measured.
 func TestStartup(t *testing.T) {
-	for name, f := range systems {
+	for name, c := range map[string]struct {
+		f     Factory
+		order Order
+	}{
+		"converge-priority": {NewConverge, Order{Priority: StartupPriority}},
+		"converge-fifo":     {NewConverge, Order{}},
+		"statedb":           {NewStatedb, Order{}},
+	} {
 		t.Run(name, func(t *testing.T) {
-			m, err := RunStartup(context.Background(), f, TinySizes(), Order{})
+			m, err := RunStartup(context.Background(), c.f, TinySizes(), c.order)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,25 +52,33 @@ func TestStartup(t *testing.T) {
 	}
 }
 
-// TestNoisy runs noisy-tenant on converge and checks its metrics.
+// TestNoisy runs noisy-tenant on converge, with the tenant as its
+// FairnessKey and without, and checks its metrics.
 func TestNoisy(t *testing.T) {
-	m, err := RunNoisy(context.Background(), NewConverge, TinySizes(), Order{})
-	if err != nil {
-		t.Fatal(err)
+	for _, order := range []Order{{FairnessKey: Tenant}, {}} {
+		m, err := RunNoisy(context.Background(), NewConverge, TinySizes(), order)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMetrics(t, m, trickle.P50, trickle.P99, AloneP50, AloneP99, LoadSeconds)
 	}
-	checkMetrics(t, m, trickle.P50, trickle.P99, AloneP50, AloneP99, LoadSeconds)
 }
 
-// TestHung runs hung-target on converge with no cap, and checks that the
-// healthy targets did work in both phases and the hung one timed out.
+// TestHung runs hung-target on converge with a cap per target and
+// without, and checks that the healthy targets did work in both phases
+// and the hung one timed out.
 func TestHung(t *testing.T) {
-	m, err := RunHung(context.Background(), NewConverge, TinySizes(), func(*Target) Order { return Order{} })
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkMetrics(t, m, Healthy, HealthyAlone, HungFailed)
-	if m[Healthy] == 0 || m[HealthyAlone] == 0 || m[HungFailed] == 0 {
-		t.Errorf("healthy %v/s, with none hung %v/s, %v hung Updates: want all above 0", m[Healthy], m[HealthyAlone], m[HungFailed])
+	sz := TinySizes()
+	capped := func(t *Target) Order { return HungOrder(t, sz.Concurrency/Targets) }
+	for name, order := range map[string]func(*Target) Order{"capped": capped, "uncapped": func(*Target) Order { return Order{} }} {
+		m, err := RunHung(context.Background(), NewConverge, sz, order)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkMetrics(t, m, Healthy, HealthyAlone, HungFailed)
+		if m[Healthy] == 0 || m[HealthyAlone] == 0 || m[HungFailed] == 0 {
+			t.Errorf("%s: healthy %v/s, with none hung %v/s, %v hung Updates: want all above 0", name, m[Healthy], m[HealthyAlone], m[HungFailed])
+		}
 	}
 }
 
