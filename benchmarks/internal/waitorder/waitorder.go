@@ -87,8 +87,12 @@ type Sizes struct {
 const (
 	// Pool is how many objects the changes are made to: the
 	// high-priority objects of startup+changes, tenant B's of
-	// noisy-tenant. They exist, Done, before a run starts.
-	Pool = 1000
+	// noisy-tenant. They exist, Done, before a run starts. A change takes
+	// the object idle for longest, and there are enough for 25 s of
+	// changes at 200/s: first in, first out, a change waits for the whole
+	// backlog (8 s at 100k), and with too few objects the changes would
+	// wait for one to be free instead.
+	Pool = 5000
 	// StartupRate is startup+changes' changes per second.
 	StartupRate = 200
 	// NoisyRate is noisy-tenant's tenant B's changes per second: one
