@@ -3,7 +3,7 @@
 // process, in alternation, and prints a table of medians and ratios.
 //
 //	go run ./benchmarks                 # every workload, 3 pairs of runs
-//	go run ./benchmarks -quick          # smaller sizes, under a minute
+//	go run ./benchmarks -quick          # smaller sizes, about two minutes
 //	go run ./benchmarks -only 'noop|full' -json
 //	go run ./benchmarks -only noop -side converge -cpuprofile cpu.out
 //	go run ./benchmarks -only latency   # isolated changes, trickles, a trickle during a bulk load
@@ -51,7 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	var o options
 	o.sizes = fullSizes()
-	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes under a minute")
+	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes about two minutes")
 	only := fs.String("only", "", "run only the workloads whose name matches this `regex`p")
 	fs.StringVar(&o.side, "side", "", "run only this side: converge, statedb or limit (for profiling one side)")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per row instead of the table")

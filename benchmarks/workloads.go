@@ -83,9 +83,9 @@ func fullSizes() sizes {
 	}
 }
 
-// quickSizes shrink every workload so that a whole run takes under a
-// minute on 2 cores (about 56 s; 45 s before sync-storm, 34 s before the
-// trickle workloads).
+// quickSizes shrink every workload so that a whole run takes about two
+// minutes on 2 cores, as root with the routes workloads (40 s of it the
+// waiting-order workloads).
 func quickSizes() sizes {
 	order := waitorder.QuickSizes()
 	return sizes{

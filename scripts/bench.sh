@@ -3,8 +3,8 @@
 # workloads (see benchmarks/README.md) and prints the table of medians and
 # ratios. Every argument is passed on to the program:
 #
-#   scripts/bench.sh                  # everything, 3 pairs of runs (~13 min on 2 cores, as root with routes; 21 with -pairs 5)
-#   scripts/bench.sh -quick           # smaller sizes, under a minute
+#   scripts/bench.sh                  # everything, 3 pairs of runs (~18 min on 2 cores as root with routes, then ~4 for controller-runtime's rows)
+#   scripts/bench.sh -quick           # smaller sizes, about two minutes, and 30 s for controller-runtime's rows
 #   scripts/bench.sh -only latency -pairs 5
 #   scripts/bench.sh -json > results.jsonl
 #
@@ -14,7 +14,7 @@
 # Then, unless -only names other workloads, the waiting-order workloads
 # (startup+changes, noisy-tenant, hung-target) against controller-runtime's
 # priority queue, from the nested benchmarks/crqueue module (the core module
-# never requires controller-runtime): about 3 minutes, 40 s with -quick;
+# never requires controller-runtime): about 4 minutes, 30 s with -quick;
 # -quick, -pairs, -json, -only, -run-timeout and the workloads' size flags
 # are passed on to it. Then the etcd source's rows, which
 # live in the nested etcd module (the core benchmarks cannot import it):

@@ -7,8 +7,8 @@
 // and prints a table of medians and ratios in the format of the core
 // benchmarks' table.
 //
-//	go run .                 # every workload, 3 pairs of runs (about 3 minutes on 2 cores)
-//	go run . -quick          # smaller sizes, under a minute
+//	go run .                 # every workload, 3 pairs of runs (about 4 minutes on 2 cores)
+//	go run . -quick          # smaller sizes, about 30 s
 //	go run . -only noisy -json
 //
 // It is a module of its own so that the core module never requires
@@ -51,7 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.SetOutput(stderr)
 	var o options
 	o.sizes = waitorder.FullSizes()
-	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes under a minute")
+	quick := fs.Bool("quick", false, "shrink every workload so the whole run takes about 30 s")
 	only := fs.String("only", "", "run only the workloads whose name matches this `regex`p")
 	fs.BoolVar(&o.json, "json", false, "print one JSON object per row instead of the table")
 	fs.IntVar(&o.pairs, "pairs", 3, "runs of each side, in alternation")

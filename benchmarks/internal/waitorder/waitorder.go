@@ -116,11 +116,12 @@ func FullSizes() Sizes {
 	}
 }
 
-// QuickSizes shrink the workloads for a run of about a minute in all.
+// QuickSizes shrink the workloads to about 40 s for the three, 3 pairs of
+// runs each, on 2 cores.
 func QuickSizes() Sizes {
 	s := FullSizes()
-	s.Backlog, s.Samples = 20_000, 200
-	s.HungObjects, s.HungWindow = 16_000, 500*time.Millisecond
+	s.Backlog, s.Samples = 10_000, 100
+	s.HungObjects, s.HungWindow = 8000, 250*time.Millisecond
 	return s
 }
 
