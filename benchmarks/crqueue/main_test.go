@@ -53,7 +53,8 @@ func TestSuite(t *testing.T) {
 
 // TestCRWorkloads runs each workload on the controller-runtime side and
 // checks that the target saw the work: the backlog and every change, and
-// hung Updates that timed out.
+// hung Updates that failed (hung-target's phases wait for a healthy
+// Update to succeed before they measure).
 func TestCRWorkloads(t *testing.T) {
 	sz := waitorder.TinySizes()
 	ctx := context.Background()
@@ -75,8 +76,8 @@ func TestCRWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m[waitorder.Healthy] == 0 || m[waitorder.HealthyAlone] == 0 || m[waitorder.HungFailed] == 0 {
-		t.Errorf("hung-target: %v", m)
+	if m[waitorder.HungFailed] == 0 {
+		t.Errorf("hung-target: no Update of the hung target failed: %v", m)
 	}
 }
 

@@ -3,6 +3,7 @@ package waitorder
 import (
 	"context"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -21,14 +22,16 @@ type Target struct {
 	delay time.Duration
 	hung  int // the target whose Updates hang; -1: none
 
-	done   []atomic.Int64 // successful Updates, per target
-	failed atomic.Int64   // Updates that hung and failed
+	done      []atomic.Int64 // successful Updates, per target
+	failed    atomic.Int64   // Updates that hung and failed
+	first     chan struct{}  // closed by the first successful Update
+	firstOnce sync.Once
 }
 
 // NewTarget returns n targets whose Updates take delay, of which target
 // hung hangs (-1: none).
 func NewTarget(delay time.Duration, n, hung int) *Target {
-	return &Target{delay: delay, hung: hung, done: make([]atomic.Int64, max(n, 1))}
+	return &Target{delay: delay, hung: hung, done: make([]atomic.Int64, max(n, 1)), first: make(chan struct{})}
 }
 
 // Of is the target object id belongs to.
@@ -59,8 +62,12 @@ func (t *Target) Update(ctx context.Context, id uint64) error {
 		}
 	}
 	t.done[k].Add(1)
+	t.firstOnce.Do(func() { close(t.first) })
 	return nil
 }
+
+// FirstDone is closed once an Update has succeeded.
+func (t *Target) FirstDone() <-chan struct{} { return t.first }
 
 // Done is the number of successful Updates of target k.
 func (t *Target) Done(k int) int64 { return t.done[k].Load() }

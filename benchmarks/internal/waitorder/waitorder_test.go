@@ -65,8 +65,9 @@ func TestNoisy(t *testing.T) {
 }
 
 // TestHung runs hung-target on converge with a cap per target and
-// without, and checks that the healthy targets did work in both phases
-// and the hung one timed out.
+// without, and checks that its metrics are there and the hung target's
+// Updates hung and failed (each phase waits for a healthy Update to
+// succeed before it measures).
 func TestHung(t *testing.T) {
 	sz := TinySizes()
 	capped := func(t *Target) Order { return HungOrder(t, sz.Concurrency/Targets) }
@@ -76,8 +77,8 @@ func TestHung(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		checkMetrics(t, m, Healthy, HealthyAlone, HungFailed)
-		if m[Healthy] == 0 || m[HealthyAlone] == 0 || m[HungFailed] == 0 {
-			t.Errorf("%s: healthy %v/s, with none hung %v/s, %v hung Updates: want all above 0", name, m[Healthy], m[HealthyAlone], m[HungFailed])
+		if m[HungFailed] == 0 {
+			t.Errorf("%s: no Update of the hung target failed", name)
 		}
 	}
 }

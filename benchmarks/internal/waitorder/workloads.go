@@ -210,7 +210,7 @@ func HungOrder(t *Target, cap int) Order {
 // those of the last target hanging until the operation timeout
 // (HungTimeout), with order(target) as the order (its zero: no cap). It
 // counts the healthy targets' successful Updates during HungWindow from
-// the first insert, then does the same with no target hung.
+// the first one, then does the same with no target hung.
 func RunHung(ctx context.Context, f Factory, sz Sizes, order func(*Target) Order) (map[string]float64, error) {
 	m := map[string]float64{}
 	for _, hung := range []int{Targets - 1, -1} {
@@ -221,6 +221,8 @@ func RunHung(ctx context.Context, f Factory, sz Sizes, order func(*Target) Order
 			return nil, err
 		}
 		if hung >= 0 {
+			// Read once the system has stopped, which ends every hung
+			// Update.
 			m[Healthy], m[HungFailed] = rate, float64(t.Failed())
 		} else {
 			m[HealthyAlone] = rate
@@ -230,28 +232,39 @@ func RunHung(ctx context.Context, f Factory, sz Sizes, order func(*Target) Order
 }
 
 // healthyRate is one phase of hung-target: the successful Updates of the
-// first Targets-1 targets a second, over the window.
+// first Targets-1 targets a second, over the window. The window opens
+// when the first Update succeeds: it times the throughput, not how long
+// the first operations take to start.
 func healthyRate(ctx context.Context, f Factory, s Setup, sz Sizes) (float64, error) {
 	sys, err := start(ctx, f, s)
 	if err != nil {
 		return 0, err
 	}
+	insertBacklog(sys, 0, sz.HungObjects, sz.InsertBatch)
+	select {
+	case <-s.Target.FirstDone():
+	case <-ctx.Done():
+		return 0, stopped(sys, fmt.Errorf("no Update succeeded: %w", ctx.Err()))
+	}
+	healthy := func() (n int64) {
+		for k := range Targets - 1 {
+			n += s.Target.Done(k)
+		}
+		return n
+	}
+	before := healthy()
 	window := time.NewTimer(sz.HungWindow)
 	defer window.Stop()
-	insertBacklog(sys, 0, sz.HungObjects, sz.InsertBatch)
 	select {
 	case <-window.C:
 	case <-ctx.Done():
 		return 0, stopped(sys, ctx.Err())
 	}
-	var healthy int64
-	for k := range Targets - 1 {
-		healthy += s.Target.Done(k)
-	}
+	after := healthy()
 	// Every healthy object Done within the window means the window timed
 	// an idle target too: the rate would be too low.
-	if limit := int64(sz.HungObjects) * (Targets - 1) / Targets; healthy >= limit {
-		err = fmt.Errorf("all %d healthy objects were Done within the %v window: raise the objects or shorten the window", healthy, sz.HungWindow)
+	if limit := int64(sz.HungObjects) * (Targets - 1) / Targets; after >= limit {
+		err = fmt.Errorf("all %d healthy objects were Done within the %v window: raise the objects or shorten the window", after, sz.HungWindow)
 	}
-	return float64(healthy) / sz.HungWindow.Seconds(), stopped(sys, err)
+	return float64(after-before) / sz.HungWindow.Seconds(), stopped(sys, err)
 }
