@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/converge-go/converge/source"
@@ -89,6 +90,20 @@ func Key(o interface {
 		return ns + "/" + o.GetName()
 	}
 	return o.GetName()
+}
+
+// ResourceKey is a key for the table objects made from a Kubernetes
+// object that names its resource too: "<resource>.<group>/" and then Key
+// ("desiredfiles.files.example.converge.dev/default/motd";
+// "configmaps/default/motd" for the core group). Two resources that feed
+// one table never collide with it, as they do with Key alone: the same
+// namespace/name in both would be two rows, not one row that the second
+// source is refused.
+func ResourceKey(gr schema.GroupResource, o interface {
+	GetNamespace() string
+	GetName() string
+}) string {
+	return gr.String() + "/" + Key(o)
 }
 
 // List implements source.ListerWatcher.

@@ -63,13 +63,13 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 	var w *statusWriter[T, Obj]
 	if cfg.Status != nil {
 		var err error
-		if w, err = newStatusWriter(*cfg.Status, sc.Table, p); err != nil {
+		if w, err = newStatusWriter(*cfg.Status, &sc, p); err != nil {
 			return nil, err
 		}
 		lw.observe = w.tracker
 		sc.Transform = func(key string, obj T) ([]Obj, error) {
 			objs, err := transform(obj)
-			w.tracker.transformed(key, obj, err)
+			w.tracker.transformed(key, obj, objs, err)
 			return objs, err
 		}
 	}

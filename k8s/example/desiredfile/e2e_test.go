@@ -23,11 +23,11 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The agent against a real API server: kubectl apply, kubectl wait
-// --for=condition=Reconciled, the printer columns of kubectl get, a
-// DesiredFile that fails validation, an update and a delete.
-func TestEndToEnd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// startAgent installs the CRD (and Events) and starts the agent on a
+// directory of its own, which it returns.
+func startAgent(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
@@ -36,31 +36,50 @@ func TestEndToEnd(t *testing.T) {
 	if err := srv.InstallCRD(ctx, &crd); err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.InstallEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	log := hivetest.Logger(t, hivetest.LogLevel(slog.LevelError))
 	h := newHive(agentConfig{Dir: dir, Rest: srv.Config()})
 	if err := h.Start(log, ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := h.Stop(log, context.Background()); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+	return dir
+}
+
+// files is the DesiredFiles of namespace ns.
+func files(t *testing.T, ns string) dynamic.ResourceInterface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := dyn.Resource(desiredFiles).Namespace("default")
+	return dyn.Resource(desiredFiles).Namespace(ns)
+}
 
-	// kubectl apply -f motd.yaml; kubectl wait --for=condition=Reconciled
+// The agent against a real API server: kubectl apply, kubectl wait
+// --for=condition=Ready, the printer columns of kubectl get, a
+// DesiredFile that fails validation, an update and a delete.
+func TestEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := startAgent(t)
+	files := files(t, "default")
+
+	// kubectl apply -f motd.yaml; kubectl wait --for=condition=Ready
 	kubectlApply(t, files, "motd", "motd", "hello\n")
-	waitReconciled(t, files, "motd", "True", "Reconciled")
-	wantFile(t, dir, "motd", "hello\n")
+	waitReady(t, files, "motd", "True", "Reconciled")
+	wantFile(t, dir, "default/motd", "hello\n")
 
 	// kubectl get desiredfiles: the printer columns show the condition.
 	cols, rows := kubectlGet(t, srv.Config(), "/apis/files.example.converge.dev/v1/namespaces/default/desiredfiles")
-	if !slices.Equal(cols, []string{"Name", "Path", "Reconciled", "Reason", "Age"}) {
+	if !slices.Equal(cols, []string{"Name", "Path", "Ready", "Reason", "Age"}) {
 		t.Fatalf("columns %v", cols)
 	}
 	if r := rows["motd"]; len(r) < 4 || r[1] != "motd" || r[2] != "True" || r[3] != "Reconciled" {
@@ -70,46 +89,49 @@ func TestEndToEnd(t *testing.T) {
 	// A DesiredFile whose spec the agent rejects: its condition says why,
 	// and nothing is written.
 	kubectlApply(t, files, "escape", "../etc/passwd", "x")
-	cond := waitReconciled(t, files, "escape", "False", "TransformFailed")
-	if !strings.Contains(cond["message"].(string), "spec.path must be a plain file name") {
-		t.Fatalf("message %q", cond["message"])
+	cond := waitReady(t, files, "escape", "False", "TransformFailed")
+	if msg := cond["message"].(string); !strings.Contains(msg, `"../etc/passwd"`) || !strings.Contains(msg, "spec.path must be a plain file name") {
+		t.Fatalf("message %q", msg)
 	}
 
 	// A new generation is reconciled and reported as such.
 	kubectlApply(t, files, "motd", "motd", "hello again\n")
-	cond = waitReconciled(t, files, "motd", "True", "Reconciled")
+	cond = waitReady(t, files, "motd", "True", "Reconciled")
 	if cond["observedGeneration"] != int64(2) {
 		t.Fatalf("observedGeneration %v, want 2", cond["observedGeneration"])
 	}
-	wantFile(t, dir, "motd", "hello again\n")
+	wantFile(t, dir, "default/motd", "hello again\n")
 
 	// kubectl delete: the file goes.
 	if err := files.Delete(ctx, "motd", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNoFile(t, dir, "motd")
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+	waitNoFile(t, dir, "default/motd")
+	if entries, _ := os.ReadDir(filepath.Join(dir, "default")); len(entries) != 0 {
 		t.Fatalf("directory not empty: %v", entries)
 	}
 }
 
-// kubectlApply is kubectl apply --server-side of a DesiredFile.
-func kubectlApply(t *testing.T, r dynamic.ResourceInterface, name, path, content string) {
+// kubectlApply is kubectl apply --server-side of a DesiredFile, and
+// returns the object as the server answered.
+func kubectlApply(t *testing.T, r dynamic.ResourceInterface, name, path, content string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "files.example.converge.dev/v1", "kind": "DesiredFile",
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"path": path, "content": content},
 	}}
-	if _, err := r.Apply(context.Background(), name, u, metav1.ApplyOptions{FieldManager: "kubectl"}); err != nil {
+	got, err := r.Apply(context.Background(), name, u, metav1.ApplyOptions{FieldManager: "kubectl"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return got
 }
 
-// waitReconciled is kubectl wait --for=condition=Reconciled (with the
-// status and reason given): it watches the object until its Reconciled
-// condition matches, for its current generation, and returns it.
-func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, reason string) map[string]any {
+// waitReady is kubectl wait --for=condition=Ready (with the status and
+// reason given): it watches the object until its Ready condition
+// matches, for its current generation, and returns it.
+func waitReady(t *testing.T, r dynamic.ResourceInterface, name, status, reason string) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,7 +149,7 @@ func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, rea
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
 			m := c.(map[string]any)
-			if m["type"] != "Reconciled" {
+			if m["type"] != "Ready" {
 				continue
 			}
 			last = m
@@ -136,7 +158,7 @@ func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, rea
 			}
 		}
 	}
-	t.Fatalf("%s: condition Reconciled=%s/%s never came; last %v", name, status, reason, last)
+	t.Fatalf("%s: condition Ready=%s/%s never came; last %v", name, status, reason, last)
 	return nil
 }
 

@@ -15,8 +15,9 @@ import (
 
 // CRD returns a namespaced CustomResourceDefinition of group and kind,
 // version v1, with a status subresource whose conditions are a map list
-// keyed by type (as metav1.Condition lists are), a free-form spec, and
-// printer columns for the Reconciled condition.
+// keyed by type (as metav1.Condition lists are) beside an
+// observedGeneration, a free-form spec, and printer columns for the
+// Reconciled condition.
 func CRD(group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 	preserve := true
 	obj := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
@@ -44,6 +45,7 @@ func CRD(group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"spec": {Type: "object", XPreserveUnknownFields: &preserve},
 						"status": obj(map[string]apiextensionsv1.JSONSchemaProps{
+							"observedGeneration": {Type: "integer", Format: "int64"},
 							"conditions": {
 								Type:         "array",
 								XListType:    &listMap,
