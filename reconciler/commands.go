@@ -24,6 +24,7 @@ func (reg *Registry) ScriptCommands() hive.ScriptCmdsOut {
 		"reconciler/suspend": reg.simpleCmd("Suspend: start no operation until resumed", controlled.Suspend),
 		"reconciler/resume":  reg.simpleCmd("Resume a suspended reconciler", controlled.Resume),
 		"reconciler/wait":    reg.waitCmd(),
+		"reconciler/explain": reg.explainCmd(),
 	})
 }
 
@@ -203,5 +204,71 @@ func roundDur(d time.Duration) time.Duration {
 		return d.Round(10 * time.Millisecond)
 	default:
 		return d.Round(time.Microsecond)
+	}
+}
+
+func (reg *Registry) explainCmd() script.Cmd {
+	return script.Command(
+		script.CmdUsage{
+			Summary: "Explain where a key stands, and why it is not Done",
+			Args:    "key",
+			Flags: func(fs *pflag.FlagSet) {
+				fs.String("reconciler", "", "only this reconciler (its Config.Name or <module>/<name>); default: all")
+				fs.String("until", "", "wait until the key is in this state (Done, Absent, Retrying, ...) before printing")
+				fs.Duration("timeout", 10*time.Second, "with --until: give up after this long")
+			},
+			Detail: []string{
+				"The key is the primary key as db/show prints it. For each reconciler",
+				"it prints the key's state and since when, why, the last error, the",
+				"next attempt and the revision that asked.",
+			},
+		},
+		func(s *script.State, args ...string) (script.WaitFunc, error) {
+			if len(args) != 1 {
+				return nil, script.ErrUsage
+			}
+			name, _ := s.Flags.GetString("reconciler")
+			until, _ := s.Flags.GetString("until")
+			timeout, _ := s.Flags.GetDuration("timeout")
+			var want *KeyState
+			if until != "" {
+				st, err := ParseKeyState(until)
+				if err != nil {
+					return failed(err)
+				}
+				want = &st
+			}
+			rs, err := reg.lookup(name)
+			if err != nil {
+				return failed(err)
+			}
+			ctx, cancel := context.WithTimeout(s.Context(), timeout)
+			defer cancel()
+			var b strings.Builder
+			for _, r := range rs {
+				e, err := explainUntil(ctx, r, args[0], want)
+				if err != nil {
+					return failed(err)
+				}
+				b.WriteString(e.String())
+			}
+			out := b.String()
+			return func(*script.State) (string, string, error) { return out, "", nil }, nil
+		})
+}
+
+// explainUntil explains key, waiting first (with want set) until it is in
+// state *want.
+func explainUntil(ctx context.Context, r controlled, key string, want *KeyState) (Explanation, error) {
+	for {
+		e, err := r.explainText(ctx, key)
+		if err != nil || want == nil || e.State == *want {
+			return e, err
+		}
+		select {
+		case <-ctx.Done():
+			return e, fmt.Errorf("%s: %q is %s, not %s: %w\n%s", e.Reconciler, e.Key, e.State, *want, ctx.Err(), e)
+		case <-e.Changed:
+		}
 	}
 }

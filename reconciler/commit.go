@@ -106,6 +106,7 @@ func (l *loop[Obj]) judgeAll(job *commitJob[Obj], now time.Time, ts *loopTimers)
 		job.writes = append(job.writes, w)
 		job.verdicts = append(job.verdicts, v)
 		l.work.writeOut(v.r, v.attempt)
+		v.r.enteredAt = now
 	}
 	clear(l.results)
 }
@@ -250,15 +251,18 @@ func (l *loop[Obj]) failed(v *verdict[Obj], now time.Time) {
 	r.attempts++
 	if v.giveUp {
 		l.work.hold(r, msg, errors.Is(err, ErrInvalidConfig), now)
+		r.exhausted = errors.Is(err, ErrRetriesExhausted)
 		if errors.Is(err, ErrInvalidConfig) {
 			l.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", err)
 		}
 		return
 	}
 	delay := l.backoff.delay(r.attempts)
-	if d, ok := retryAfter(v.opErr); ok {
+	d, asked := retryAfter(v.opErr)
+	if asked {
 		delay = d
 	}
 	l.work.retry(r, now.Add(delay), false, msg, now)
+	r.retryAfter = asked
 	l.metrics.RetryScheduled()
 }

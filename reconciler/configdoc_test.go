@@ -16,16 +16,16 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// TestConfigDocsAgree fails when the README's Configuration table and the
+// TestConfigDocsAgree fails when docs/configuration.md's table and the
 // doc comments of Config's fields in config.go disagree: a field missing
 // from one of them, or a different default. A default is compared by its
 // values (numbers and durations, in order) and a few words (required,
-// none, module, false, forever), so "1000 rounds/s, burst 1" in the README
+// none, module, false, forever), so "1000 rounds/s, burst 1" in the page
 // matches "Default: 1000 rounds a second, burst 1" in the code. A field
 // whose doc says no default and is not required must be shown with its
 // zero value ("none", `""`, false, 0).
 func TestConfigDocsAgree(t *testing.T) {
-	readme, err := readmeDefaults("../README.md")
+	readme, err := readmeDefaults("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func TestConfigDocsAgree(t *testing.T) {
 	for _, field := range code.order {
 		got, ok := readme[field]
 		if !ok {
-			t.Errorf("Config.%s is not in README.md's Configuration table", field)
+			t.Errorf("Config.%s is not in docs/configuration.md's table", field)
 			continue
 		}
 		want, sentence := documentedDefault(code.docs[field])
@@ -46,23 +46,23 @@ func TestConfigDocsAgree(t *testing.T) {
 		if want == nil {
 			// No default stated: the zero value.
 			if !slices.Contains([]string{"none", `""`, "false", "0"}, got) {
-				t.Errorf("Config.%s: README says the default is %q; config.go states none, so it is the zero value",
+				t.Errorf("Config.%s: docs/configuration.md says the default is %q; config.go states none, so it is the zero value",
 					field, got)
 			}
 			continue
 		}
 		if readmeValues := defaultValues(got); !slices.Equal(readmeValues, want) {
-			t.Errorf("Config.%s: README's default %q (%v) differs from config.go's %q (%v)",
+			t.Errorf("Config.%s: docs/configuration.md's default %q (%v) differs from config.go's %q (%v)",
 				field, got, readmeValues, sentence, want)
 		}
 	}
 	for field := range readme {
 		if _, ok := code.docs[field]; !ok {
-			t.Errorf("README.md's Configuration table has %s, which is no field of Config", field)
+			t.Errorf("docs/configuration.md's table has %s, which is no field of Config", field)
 		}
 	}
 
-	// The defaults that are constants: the README shows their values.
+	// The defaults that are constants: the page shows their values.
 	short := func(d time.Duration) string { // "1m", not "1m0s"; "1h", not "1h0m0s"
 		s := d.String()
 		if strings.HasSuffix(s, "h0m0s") {
@@ -83,22 +83,22 @@ func TestConfigDocsAgree(t *testing.T) {
 		"RefreshRateLimiter":         {strconv.Itoa(reconciler.DefaultRefreshRate), strconv.Itoa(reconciler.DefaultRefreshRate)},
 	} {
 		if got := defaultValues(readme[field]); !slices.Equal(got, want) {
-			t.Errorf("Config.%s: README's default %q (%v), but the code's constants say %v", field, readme[field], got, want)
+			t.Errorf("Config.%s: docs/configuration.md's default %q (%v), but the code's constants say %v", field, readme[field], got, want)
 		}
 	}
 }
 
-// readmeDefaults returns the Default column of the README's Configuration
-// table by field name. A row may name several fields ("`RetryBackoffMin`,
+// readmeDefaults returns the Default column of the table under "## Fields"
+// in docs/configuration.md by field name. A row may name several fields ("`RetryBackoffMin`,
 // `RetryBackoffMax`"): each gets the row's default.
 func readmeDefaults(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	_, section, ok := strings.Cut(string(data), "\n## Configuration\n")
+	_, section, ok := strings.Cut(string(data), "\n## Fields\n")
 	if !ok {
-		return nil, fmt.Errorf(`%s has no "## Configuration" section`, path)
+		return nil, fmt.Errorf(`%s has no "## Fields" section`, path)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	names := regexp.MustCompile("`([A-Z][A-Za-z]*)`")

@@ -59,6 +59,10 @@ type loop[Obj comparable] struct {
 	// round (committer.go).
 	committer committer[Obj]
 
+	// ask carries Explain's questions; reportSig is Explanation.Changed.
+	ask       <-chan explainRequest
+	reportSig reportSignal
+
 	// Buffers reused from step to step.
 	taken    []*request[Obj]
 	tasks    []task[Obj]
@@ -85,7 +89,8 @@ func newLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *loop[Obj] 
 // closedCh is a channel that is always ready.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func (l *loop[Obj]) run(ctx context.Context) error {
+func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
+	l.ask = ask
 	if l.cfg.Ownership != nil {
 		l.ownChanged = l.cfg.Ownership.Changed()
 	}
@@ -101,6 +106,7 @@ func (l *loop[Obj]) run(ctx context.Context) error {
 		l.committer.stop()
 		timers.stop()
 		l.changes.Close()
+		l.reportSig.reported()
 	}()
 	for {
 		now := time.Now()
@@ -121,7 +127,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 	committed := l.commit(ctx, now, timers)
 	l.stepFull(ctx, now, timers)
 	pulled := l.stepRound(now, timers)
-	dispatched := l.dispatch(ctx)
+	dispatched := l.dispatch(ctx, now)
 	l.stepRefresh(ctx, now, timers)
 	if committed || pulled || dispatched || l.work.dirty || l.status.dirty {
 		l.report(now, timers)
@@ -130,6 +136,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, timers *loopTimers)
 
 // report publishes what the outstanding work says (report.go).
 func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
+	defer l.reportSig.reported()
 	l.publish(l.work, &l.status, l.health, now, reportParts{
 		readTo:      l.readTo,
 		initialized: l.initialized,
@@ -186,13 +193,16 @@ func (l *loop[Obj]) stepRound(now time.Time, timers *loopTimers) bool {
 
 // dispatch hands the ready requests to the workers: one task per object,
 // or with BatchOperations one batch of updates and one of deletes.
-func (l *loop[Obj]) dispatch(ctx context.Context) bool {
+func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
 	if len(l.work.ready) == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
 		return false
 	}
 	l.taken = l.work.takeReady(l.taken)
 	if len(l.taken) == 0 {
 		return false
+	}
+	for _, r := range l.taken {
+		r.startedAt, r.enteredAt = now, now
 	}
 	if l.full.abandoned() {
 		if l.full.touched == nil {
@@ -202,57 +212,72 @@ func (l *loop[Obj]) dispatch(ctx context.Context) bool {
 			l.full.touched[r.key] = l.queryOf(r.obj)
 		}
 	}
-	txn := l.roundTxn
-	entry := func(r *request[Obj]) opEntry[Obj] {
-		en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
-		if r.tried && !r.deleted {
-			asked := r.asked // a copy: the loop may change r meanwhile
-			en.asked = &asked
-		}
-		return en
-	}
 	if l.cfg.BatchOperations == nil {
-		tasks := l.tasks[:0]
-		for _, r := range l.taken {
-			op := OpUpdate
-			if r.deleted {
-				op = OpDelete
-			}
-			tasks = append(tasks, task[Obj]{op: op, one: entry(r), txn: txn})
-		}
-		l.exec.submit(ctx, tasks...)
-		clear(tasks)
-		l.tasks = tasks[:0]
+		l.submitEach(ctx)
 	} else {
-		updates := task[Obj]{op: OpUpdateBatch, txn: txn}
-		deletes := task[Obj]{op: OpDeleteBatch, txn: txn}
-		for _, r := range l.taken {
-			if r.deleted {
-				deletes.entries = append(deletes.entries, entry(r))
-			} else {
-				updates.entries = append(updates.entries, entry(r))
-			}
-		}
-		for _, t := range []task[Obj]{updates, deletes} {
-			if len(t.entries) > 0 {
-				l.exec.submit(ctx, t)
-			}
-		}
+		l.submitBatches(ctx)
 	}
 	clear(l.taken)
 	return true
 }
 
+// entry is the task entry of request r.
+func (l *loop[Obj]) entry(r *request[Obj]) opEntry[Obj] {
+	en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
+	if r.tried && !r.deleted {
+		asked := r.asked // a copy: the loop may change r meanwhile
+		en.asked = &asked
+	}
+	return en
+}
+
+// submitEach hands each taken request to the workers as a task of its own.
+func (l *loop[Obj]) submitEach(ctx context.Context) {
+	tasks := l.tasks[:0]
+	for _, r := range l.taken {
+		op := OpUpdate
+		if r.deleted {
+			op = OpDelete
+		}
+		tasks = append(tasks, task[Obj]{op: op, one: l.entry(r), txn: l.roundTxn})
+	}
+	seq := l.exec.submit(ctx, tasks...)
+	for i, r := range l.taken {
+		r.taskSeq = seq + uint64(i)
+	}
+	clear(tasks)
+	l.tasks = tasks[:0]
+}
+
+// submitBatches hands the taken requests to the workers as one batch of
+// updates and one of deletes.
+func (l *loop[Obj]) submitBatches(ctx context.Context) {
+	updates := task[Obj]{op: OpUpdateBatch, txn: l.roundTxn}
+	deletes := task[Obj]{op: OpDeleteBatch, txn: l.roundTxn}
+	for _, r := range l.taken {
+		if r.deleted {
+			deletes.entries = append(deletes.entries, l.entry(r))
+		} else {
+			updates.entries = append(updates.entries, l.entry(r))
+		}
+	}
+	var seqs [2]uint64
+	for i, t := range []task[Obj]{updates, deletes} {
+		if len(t.entries) > 0 {
+			seqs[i] = l.exec.submit(ctx, t)
+		}
+	}
+	for _, r := range l.taken {
+		r.taskSeq = seqs[0]
+		if r.deleted {
+			r.taskSeq = seqs[1]
+		}
+	}
+}
+
 // sleep waits until something happens. It returns false when stopping.
 func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers) bool {
-	canPull := l.canPull()
-	var changesCh <-chan struct{}
-	if canPull && !timers.round.armed {
-		changesCh = l.changesWatch
-	}
-	if next, ok := l.work.nextDue(); ok && canPull && !timers.round.armed {
-		timers.retry.armAt(l.breaker.nextRetry(next))
-	}
+	changesCh := l.pullChannel(timers)
 	initCh, ownCh := l.eventChannels()
 	select {
 	case <-ctx.Done():
@@ -270,6 +295,8 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		l.committer.receive(b)
 	case <-l.wake:
 		l.status.dirty = true
+	case req := <-l.ask:
+		req.reply <- l.explain(req.key, time.Now())
 	case <-timers.round.c():
 		timers.round.fired()
 	case <-timers.retry.c():
@@ -285,6 +312,18 @@ func (l *loop[Obj]) sleep(ctx context.Context, now time.Time, timers *loopTimers
 		l.full.wanted = true
 	}
 	return true
+}
+
+// pullChannel is the changes' watch channel while a round may read them
+// (nil otherwise), and arms the retry timer for the earliest retry then.
+func (l *loop[Obj]) pullChannel(timers *loopTimers) <-chan struct{} {
+	if !l.canPull() || timers.round.armed {
+		return nil
+	}
+	if next, ok := l.work.nextDue(); ok {
+		timers.retry.armAt(l.breaker.nextRetry(next))
+	}
+	return l.changesWatch
 }
 
 // eventChannels are the channels of the table's initialization (until it

@@ -54,6 +54,9 @@ type reconciler[Obj comparable] struct {
 	registry *Registry
 	regName  string
 	shared   sharedCheck
+
+	// session is how Explain reaches the loop.
+	session *loopSession
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)
@@ -97,6 +100,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		progress:    newProgress(),
 		triggerFull: make(chan struct{}, 1),
 		wake:        make(chan struct{}, 1),
+		session:     newLoopSession(),
 
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 	}
@@ -180,10 +184,13 @@ func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
 
 // run is the job: it runs the loop of the target's shape until ctx ends.
 func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
+	sess := r.session
+	sess.started.Store(true)
+	defer close(sess.done)
 	if r.cfg.SyncOperations != nil {
-		return newSyncLoop(r, health).run(ctx)
+		return newSyncLoop(r, health).run(ctx, sess.ask)
 	}
-	return newLoop(r, health).run(ctx)
+	return newLoop(r, health).run(ctx, sess.ask)
 }
 
 // keyOf returns obj's primary key as a string without copying it: statedb

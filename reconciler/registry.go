@@ -30,6 +30,7 @@ type controlled interface {
 	Suspend()
 	Resume()
 	waitSettled(ctx context.Context) error
+	explainText(ctx context.Context, key string) (Explanation, error)
 }
 
 // Registry knows every reconciler constructed with Params that carry it.

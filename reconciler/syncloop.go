@@ -101,6 +101,10 @@ type syncLoop[Obj comparable] struct {
 	readAt    time.Time
 	readHeld  bool
 	readTimer timer
+
+	// ask carries Explain's questions; reportSig is Explanation.Changed.
+	ask       <-chan explainRequest
+	reportSig reportSignal
 }
 
 // maxUnreadWaits bounds unreadWaits: the window it waits out is a
@@ -124,7 +128,8 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], health cell.Health) *syncLo
 	}
 }
 
-func (s *syncLoop[Obj]) run(ctx context.Context) error {
+func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
+	s.ask = ask
 	if err := s.start(); err != nil {
 		return err
 	}
@@ -155,6 +160,7 @@ func (s *syncLoop[Obj]) stop() {
 		t.disarm()
 	}
 	s.changes.Close()
+	s.reportSig.reported()
 }
 
 // step reads new changes, starts a Sync when one is due (or arms the timer
@@ -213,6 +219,8 @@ func (s *syncLoop[Obj]) sleep(ctx context.Context) bool {
 		s.syncOverdue(ctx, run, time.Now())
 	case <-s.wake:
 		s.dirty = true
+	case req := <-s.ask:
+		req.reply <- s.explain(req.key, time.Now())
 	case <-s.next.c():
 		s.next.fired()
 	case <-s.full.c():

@@ -232,6 +232,7 @@ func (s *syncLoop[Obj]) failed(r *request[Obj], err error, giveUp, wholeFailed b
 	r.attempts++
 	if giveUp {
 		s.work.hold(r, msg, errors.Is(err, ErrInvalidConfig), now)
+		r.exhausted = errors.Is(err, ErrRetriesExhausted)
 		if errors.Is(err, ErrInvalidConfig) {
 			s.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", err)
 		}
@@ -242,16 +243,19 @@ func (s *syncLoop[Obj]) failed(r *request[Obj], err error, giveUp, wholeFailed b
 		failures = s.failures
 	}
 	delay := s.backoff.delay(failures)
-	if d, ok := retryAfter(err); ok {
+	d, asked := retryAfter(err)
+	if asked {
 		delay = d
 	}
 	s.work.retry(r, now.Add(delay), false, msg, now)
+	r.retryAfter = asked
 }
 
 // report publishes what the outstanding work says (report.go). A replica
 // that does not lead keeps its requests for a takeover, but reports them
 // as another replica's.
 func (s *syncLoop[Obj]) report(now time.Time) {
+	defer s.reportSig.reported()
 	whole := wholeError{op: "sync", err: s.lastErr}
 	if s.isOverdue {
 		whole.err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)

@@ -103,4 +103,14 @@ type Reconciler[Obj any] interface {
 	// it after changing the table: table.Revision(db.ReadTxn()) is the
 	// revision to wait for.
 	WaitUntilSettled(ctx context.Context, rev statedb.Revision) error
+
+	// Explain says where the object with primary key key stands for this
+	// reconciler, and why it is not Done: its KeyState and since when,
+	// the revision that asked, attempts, the last error, the next retry
+	// or refresh and why. It answers as of the loop's latest step, asking
+	// the loop; ctx bounds the wait for the answer. Before the hive has
+	// started the loop, Explain waits for it; when ctx ends first, the
+	// error wraps ErrNotRunning and ctx's error. After the loop stopped,
+	// it returns an error wrapping ErrNotRunning at once.
+	Explain(ctx context.Context, key []byte) (Explanation, error)
 }

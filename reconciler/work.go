@@ -86,6 +86,15 @@ type request[Obj any] struct {
 	// settled meanwhile finds another id (or none) and is not its.
 	writing uint64
 
+	// enteredAt is when the request entered its state, startedAt when
+	// its latest attempt started; retryAfter is set while its retry is
+	// the delay an operation asked for (RetryAfter with an error), and
+	// exhausted while it is held for MaxRetries: Explain reports them.
+	enteredAt, startedAt  time.Time
+	retryAfter, exhausted bool
+	// taskSeq is the executor's sequence number of its latest task.
+	taskSeq uint64
+
 	loggedErr string    // the failure last logged (failure logging)
 	loggedAt  time.Time // and when
 
@@ -307,7 +316,7 @@ func (w *work[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.R
 	running, stuck, logged, loggedAt, gen := r.running, r.stuck, r.loggedErr, r.loggedAt, r.gen
 	*r = request[Obj]{
 		key: key, obj: ch.obj, rev: ch.rev, deleted: ch.deleted,
-		asked: st, expect: st, askedAt: askedAt, pickedAt: now,
+		asked: st, expect: st, askedAt: askedAt, pickedAt: now, enteredAt: now,
 		running: running, stuck: stuck, loggedErr: logged, loggedAt: loggedAt, gen: gen,
 	}
 	if !ch.deleted && st.Kind == StatusKindPending {

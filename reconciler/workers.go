@@ -78,6 +78,10 @@ type executor[Obj any] struct {
 	firstAt time.Time
 	// running counts the tasks handed out that have not returned.
 	running int
+	// submitted and started count the tasks queued and taken by a
+	// worker: a task whose sequence number (submit's) is at or past
+	// started still waits for a worker (Explain says so).
+	submitted, started uint64
 
 	workers   int // in the pool (abandoned ones not counted)
 	idle      int
@@ -108,11 +112,13 @@ func newExecutor[Obj any](max, commitAt int, run func(context.Context, *task[Obj
 // submit queues tasks, starting workers while there are fewer idle ones
 // than tasks and the pool is below its size. Workers are started and
 // woken after the mutex is released: each goes straight for it.
-func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
+func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) (seq uint64) {
 	if len(tasks) == 0 {
-		return
+		return 0
 	}
 	e.mu.Lock()
+	seq = e.submitted
+	e.submitted += uint64(len(tasks))
 	if e.head > 0 && e.head >= len(e.queue)/2 {
 		// Refilled before it ran dry (the loop tops the queue up while
 		// workers run): move the rest down rather than grow forever.
@@ -136,6 +142,22 @@ func (e *executor[Obj]) submit(ctx context.Context, tasks ...task[Obj]) {
 	for range wake {
 		e.cond.Signal()
 	}
+	return seq
+}
+
+// executing counts the tasks a worker runs now.
+func (e *executor[Obj]) executing() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running - (len(e.queue) - e.head)
+}
+
+// waitsForWorker reports whether the task of sequence number seq is
+// still queued.
+func (e *executor[Obj]) waitsForWorker(seq uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return seq >= e.started && !e.closed
 }
 
 // worker runs tasks until the executor is closed. It holds the mutex
@@ -163,6 +185,7 @@ func (e *executor[Obj]) worker(ctx context.Context) {
 			return
 		}
 		t = e.queue[e.head]
+		e.started++
 		e.queue[e.head] = task[Obj]{}
 		if e.head++; e.head == len(e.queue) {
 			e.queue, e.head = e.queue[:0], 0

@@ -9,14 +9,14 @@ import "time"
 // is not a failure: the status stays as it is.
 func (w *work[Obj]) retry(r *request[Obj], due time.Time, deferred bool, errMsg string, now time.Time) {
 	w.leave(r)
-	r.due, r.deferred = due, deferred
+	r.due, r.deferred, r.enteredAt = due, deferred, now
 	w.enterKeepingSince(r, stRetrying, errMsg, now)
 }
 
 // hold gives up on r until its object changes: it stays failing.
 func (w *work[Obj]) hold(r *request[Obj], errMsg string, blocked bool, now time.Time) {
 	w.leave(r)
-	r.blocked = blocked
+	r.blocked, r.enteredAt = blocked, now
 	w.enterKeepingSince(r, stHeld, errMsg, now)
 }
 
@@ -42,7 +42,7 @@ func (w *work[Obj]) setExpect(r *request[Obj], st Status) {
 func (w *work[Obj]) requeue(r *request[Obj], now time.Time) {
 	errMsg, since := r.err, r.errAt
 	w.leave(r)
-	r.pickedAt = now
+	r.pickedAt, r.enteredAt = now, now
 	w.enter(r, stQueued, errMsg, since)
 	w.markReady(r)
 }

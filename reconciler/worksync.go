@@ -22,6 +22,7 @@ func (w *work[Obj]) takeAll(buf []*request[Obj], now time.Time) ([]*request[Obj]
 				r.pickedAt = now
 			}
 			w.enter(r, stRunning, errMsg, since)
+			r.startedAt, r.enteredAt = now, now
 		}
 		buf = append(buf, r)
 	}

@@ -113,6 +113,32 @@ fi
 PATH="$PATH:/usr/sbin:/sbin" nft --version 2>/dev/null || true
 # --- end nftables -------------------------------------------------------------
 
+# --- docs: links, and curl for the README's session ---------------------------
+# (owned by the docs work; keep this block self-contained)
+# internal/doccheck checks every relative link and anchor of the repository's
+# Markdown pages, and the .md paths Go comments name: a second, here, so that
+# a broken link fails before the long tests. Its README tests (the quick start
+# run in a new module, the example's session run line by line) run with the
+# other tests below; the session needs curl, installed here when missing (as
+# root, with apt-get). Without curl that test skips, but with CI=true it fails.
+echo "== docs"
+if ! command -v curl >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		apt_install_curl() {
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+				-o APT::Sandbox::User=root curl >/dev/null
+		}
+		if ! apt_install_curl 2>/dev/null; then
+			apt-get -qq -o APT::Sandbox::User=root update
+			apt_install_curl
+		fi
+	else
+		echo "curl not found: install it (apt-get install curl) for internal/doccheck's README session test"
+	fi
+fi
+go test -count=1 -run 'TestLinks|TestGoCommentLinks|TestGuideIndexListsEveryPage' ./internal/doccheck
+# --- end docs -----------------------------------------------------------------
+
 # --- nested modules: etcd/ ----------------------------------------------------
 # (owned by the sources and replicas work; keep this block self-contained)
 # etcd/ is a module of its own (github.com/converge-go/converge/etcd), so

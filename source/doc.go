@@ -63,5 +63,5 @@
 // The interface is two methods, List and Watch; see ListerWatcher.
 // Implementations ship for a directory (source/dirsource), etcd (the etcd
 // module's etcdsource) and Kubernetes resources (the k8s module's
-// k8ssource); the README's "Feeding the table" shows each.
+// k8ssource); docs/sources.md shows each.
 package source

@@ -10,7 +10,7 @@ import (
 	"github.com/converge-go/converge/source/sourcetest"
 )
 
-// equalNoOwner is the README's kind of Equal: it leaves the owner out.
+// equalNoOwner is the kind of Equal docs/sources.md shows: it leaves the owner out.
 func equalNoOwner(a, b *obj) bool { return a.Key == b.Key && a.Value == b.Value }
 
 func (f *fixture) put(o *obj) {

@@ -12,7 +12,7 @@ import (
 	"github.com/converge-go/converge/etcd/shard"
 )
 
-// limits measures what bounds the design's size, for docs/REPLICAS.md: the
+// limits measures what bounds the design's size, for docs/replicas.md: the
 // time every replica spends recomputing the assignment at each membership
 // change (slots × members rendezvous scores, shard.Assign), and the
 // balance it gives (the largest share of slots one member gets, against

@@ -9,8 +9,8 @@
 //	go run . -json
 //
 // It is a module of its own so that the core module's benchmarks never
-// link etcd. See docs/REPLICAS.md for what each row measures and how far
-// the design scales.
+// link etcd. See benchmarks/README.md for what each row measures, and
+// docs/replicas.md for how far the design scales.
 package main
 
 import (

@@ -15,7 +15,7 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// Route is a desired object. It embeds its reconciliation status.
+// Route is a desired object. It keeps its reconciliation status in a named field.
 type Route struct {
 	Dest, Via string
 	Status    reconciler.Status
@@ -58,7 +58,7 @@ func main() {
 		statedb.Cell, job.Cell, reconciler.Cell,
 		cell.Provide(cell.NewSimpleHealth), // job groups report health to it
 		cell.Module("routes", "Routes",
-			cell.Provide(job.Registry.NewGroup), // the reconciler runs in it
+			cell.ProvidePrivate(job.Registry.NewGroup), // the reconciler runs in it
 			cell.Invoke(func(d *statedb.DB, p reconciler.Params) (err error) {
 				db = d
 				if routes, err = statedb.NewTable(db, "routes", byDest); err != nil {
