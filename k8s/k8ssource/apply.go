@@ -50,10 +50,10 @@ func (w *statusWriter[T, Obj]) apply(ctx context.Context, key string, cond condi
 }
 
 // write is a worker's apply of cond to key.
-func (w *statusWriter[T, Obj]) write(ctx context.Context, key string, cond condition) writeResult {
+func (w *statusWriter[T, Obj]) write(ctx context.Context, key string, cond condition) writeResult[Obj] {
 	began := time.Now()
 	u, err := w.apply(ctx, key, cond, false)
-	r := writeResult{key: key, cond: cond, err: err, took: time.Since(began)}
+	r := writeResult[Obj]{key: key, cond: cond, err: err, took: time.Since(began)}
 	if err == nil && w.events != nil {
 		r.ref = targetOf(u)
 	}
@@ -62,7 +62,7 @@ func (w *statusWriter[T, Obj]) write(ctx context.Context, key string, cond condi
 
 // finish records the outcome of a write. A conflict and a vanished
 // object are not failures: the first is retried, the second forgotten.
-func (w *statusWriter[T, Obj]) finish(r writeResult) {
+func (w *statusWriter[T, Obj]) finish(r writeResult[Obj]) {
 	if r.check {
 		w.checked(r)
 		return
@@ -73,6 +73,14 @@ func (w *statusWriter[T, Obj]) finish(r writeResult) {
 	// while the write was in flight, and a failure is retried.
 	w.dirty[r.key] = struct{}{}
 	now := time.Now()
+	switch {
+	case r.cleanup != nil:
+		w.cleaned(r, ks)
+		return
+	case r.finalizer:
+		w.finalizerPatched(r, ks, now)
+		return
+	}
 	w.metrics.Write(writeOutcome(r.err), r.took)
 	switch {
 	case r.err == nil:
@@ -109,6 +117,24 @@ func (w *statusWriter[T, Obj]) finish(r writeResult) {
 			w.log.Warn("status write failed, retrying", "error", err)
 		}
 		ks.err = err
+	}
+	w.reportHealth()
+}
+
+// finalizerPatched records the outcome of a patch of the finalizer: a
+// conflict (the object changed) waits for the change, a vanished object
+// is forgotten, any other failure is retried with backoff and reported.
+func (w *statusWriter[T, Obj]) finalizerPatched(r writeResult[Obj], ks *keyState, now time.Time) {
+	switch {
+	case r.err == nil:
+		ks.finalizerRV, ks.attempts, ks.err, ks.notBefore = r.rv, 0, nil, time.Time{}
+	case apierrors.IsConflict(r.err) || apierrors.IsNotFound(r.err):
+		ks.finalizerRV = r.rv // tried at this version: its change, or delete, follows
+	default:
+		ks.attempts++
+		ks.notBefore = now.Add(w.nextBackoff(ks.attempts))
+		ks.err = fmt.Errorf("finalizer of %s %s: %w", w.cfg.Resource.GroupResource(), r.key, r.err)
+		w.log.Warn("finalizer patch failed, retrying", "error", ks.err)
 	}
 	w.reportHealth()
 }

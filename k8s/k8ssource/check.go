@@ -33,8 +33,8 @@ import (
 
 // check is a worker's dry-run apply of cond to key, which tells whether
 // the resource can take the writer's writes.
-func (w *statusWriter[T, Obj]) check(ctx context.Context, key string, cond condition) writeResult {
-	r := writeResult{key: key, cond: cond, check: true}
+func (w *statusWriter[T, Obj]) check(ctx context.Context, key string, cond condition) writeResult[Obj] {
+	r := writeResult[Obj]{key: key, cond: cond, check: true}
 	u, err := w.apply(ctx, key, cond, true)
 	switch {
 	case err == nil:
@@ -83,7 +83,7 @@ func (w *statusWriter[T, Obj]) conditionsKeyedByType(u *unstructured.Unstructure
 				Conditions map[string]json.RawMessage `json:"f:conditions"`
 			} `json:"f:status"`
 		}
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fs); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fs); err != nil {
 			return fmt.Errorf("status of %s: reading managed fields: %w", w.cfg.Resource.GroupResource(), err)
 		}
 		for k := range fs.Status.Conditions {
@@ -102,7 +102,7 @@ func (w *statusWriter[T, Obj]) conditionsKeyedByType(u *unstructured.Unstructure
 }
 
 // checked records the outcome of a check.
-func (w *statusWriter[T, Obj]) checked(r writeResult) {
+func (w *statusWriter[T, Obj]) checked(r writeResult[Obj]) {
 	ks := w.state(r.key)
 	ks.inflight = false
 	w.checking = false

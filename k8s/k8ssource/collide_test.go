@@ -37,10 +37,10 @@ func startTwoSources(t *testing.T, ca, cb *crd, ta, tb func(*unstructured.Unstru
 				if err := a.startReconciler(a.target, rp); err != nil {
 					return err
 				}
-				if a.src, err = newSource(ca, a.table, agentOpts{name: "a", transform: ta, statusInterval: 1}, p); err != nil {
+				if a.src, err = newSource(ca, a.table, agentOpts{name: "a", transform: ta, statusInterval: 1}, p, a.rec); err != nil {
 					return err
 				}
-				_, err = newSource(cb, a.table, agentOpts{name: "b", transform: tb, statusInterval: 1}, p)
+				_, err = newSource(cb, a.table, agentOpts{name: "b", transform: tb, statusInterval: 1}, p, a.rec)
 				return err
 			}),
 		),

@@ -83,6 +83,26 @@ func waitEvents(t *testing.T, cs kubernetes.Interface, ns string, n int) map[str
 	return nil
 }
 
+// waitEvent watches the Events of namespace ns until one of reason
+// regards the object name, and returns it.
+func waitEvent(t *testing.T, cs kubernetes.Interface, ns, name, reason string) *eventsv1.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	w, err := cs.EventsV1().Events(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if e, ok := ev.Object.(*eventsv1.Event); ok && e.Regarding.Name == name && e.Reason == reason {
+			return e
+		}
+	}
+	t.Fatalf("no %s event of %s/%s", reason, ns, name)
+	return nil
+}
+
 // counter sums the series of the counter name whose labels include
 // labels.
 func counter(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {

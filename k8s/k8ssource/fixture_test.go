@@ -135,12 +135,33 @@ type target struct {
 	mu      sync.Mutex
 	state   map[string]string
 	fail    map[string]error
+	delFail map[string]error
 	held    map[string]chan struct{}
+	updates map[string]int
 	prunes  int
 }
 
 func newTarget() *target {
-	return &target{state: map[string]string{}, fail: map[string]error{}, held: map[string]chan struct{}{}}
+	return &target{state: map[string]string{}, fail: map[string]error{}, delFail: map[string]error{},
+		held: map[string]chan struct{}{}, updates: map[string]int{}}
+}
+
+// setDeleteFail makes the Deletes of key fail with err (nil: succeed).
+func (tg *target) setDeleteFail(key string, err error) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	if err == nil {
+		delete(tg.delFail, key)
+	} else {
+		tg.delFail[key] = err
+	}
+}
+
+// updateCount is how many Updates of key ran.
+func (tg *target) updateCount(key string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.updates[key]
 }
 
 // hold makes the Updates of key wait until release is called (or their
@@ -173,6 +194,7 @@ func (tg *target) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revis
 	}
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
+	tg.updates[o.Key]++
 	if err := tg.fail[o.Key]; err != nil {
 		return err
 	}
@@ -185,6 +207,9 @@ func (tg *target) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revis
 func (tg *target) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
+	if err := tg.delFail[o.Key]; err != nil {
+		return err
+	}
 	delete(tg.state, o.Key)
 	return nil
 }
@@ -240,6 +265,7 @@ type agentOpts struct {
 	status           func(*k8ssource.StatusConfig[*unstructured.Unstructured, *obj]) // changes the status config
 	transform        func(*unstructured.Unstructured) ([]*obj, error)                // default transform
 	name             string                                                          // the source's; default "k8s"
+	finalizer        string                                                          // the source\'s finalizer, explained by the agent\'s reconciler
 	disableWatchList bool
 	statusInterval   time.Duration
 	owns             func(string) bool
@@ -271,7 +297,7 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 						return err
 					}
 				}
-				a.src, err = newSource(c, a.table, o, p)
+				a.src, err = newSource(c, a.table, o, p, a.rec)
 				return err
 			}),
 		),
@@ -284,7 +310,7 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 }
 
 // newSource is the agent's Kubernetes source of c into table.
-func newSource(c *crd, table statedb.RWTable[*obj], o agentOpts, p source.Params) (source.Source, error) {
+func newSource(c *crd, table statedb.RWTable[*obj], o agentOpts, p source.Params, rec reconciler.Reconciler[*obj]) (source.Source, error) {
 	tf, name := o.transform, o.name
 	if tf == nil {
 		tf = transform
@@ -318,6 +344,13 @@ func newSource(c *crd, table statedb.RWTable[*obj], o agentOpts, p source.Params
 		}
 		if o.status != nil {
 			o.status(cfg.Status)
+		}
+	}
+	if o.finalizer != "" {
+		cfg.Finalizer = &k8ssource.FinalizerConfig[*obj]{
+			Name:       o.finalizer,
+			Explainers: []k8ssource.Explainer{rec},
+			Unset:      func(o *obj) *obj { o.Status = reconciler.StatusUnset(); return o },
 		}
 	}
 	return k8ssource.New(cfg, p)

@@ -11,8 +11,9 @@ import (
 // beyond the table, from the source's Transform calls: the generation
 // read last, why its Transform failed, the table objects its last
 // successful Transform yielded (and those it yielded before and no
-// longer does), and the writer's fields as the object carries them.
-type itemState[Obj comparable] struct {
+// longer does), the writer's fields as the object carries them, and its
+// deletion (finalizer.go).
+type itemState[T Object, Obj comparable] struct {
 	gen     int64
 	failed  bool
 	failErr string
@@ -23,9 +24,30 @@ type itemState[Obj comparable] struct {
 	yielded    []Obj
 	yieldedGen int64
 	// retired are the objects an earlier Transform yielded that the
-	// last one does not: the writer waits for them to leave the table.
-	retired []Obj
+	// last one does not: the writer waits for them to leave the table,
+	// and, with explainers, for their Deletes to succeed.
+	retired []retiredRow[Obj]
 	seen    observed
+	// deleting: the object has a deletionTimestamp; finalized: it
+	// carries the source's finalizer. phase is where its cleanup is, and
+	// obj the object itself while it is being deleted with the
+	// finalizer (to read it again, see ListerWatcher.reemit).
+	deleting, finalized bool
+	phase               cleanupPhase
+	obj                 T
+	// rv is the resourceVersion read last: the finalizer's patches are
+	// made on that version only, so that they never create an object
+	// deleted meanwhile.
+	rv string
+}
+
+// retiredRow is an object no longer yielded, and the revision of a read
+// of the table that no longer held it (0 until one has been seen): its
+// Delete has succeeded for a reconciler once the reconciler has read
+// past it and holds nothing for the key.
+type retiredRow[Obj comparable] struct {
+	obj    Obj
+	goneAt statedb.Revision
 }
 
 // tracker records, from the source's Transform calls (one per object
@@ -34,13 +56,15 @@ type itemState[Obj comparable] struct {
 // Transform runs concurrently during a list: everything is under mu.
 type tracker[T Object, Obj comparable] struct {
 	observe func(T) observed
+	// finalizer is the source's finalizer ("" without one).
+	finalizer string
 	// samePK reports whether two table objects have the same primary
 	// key; equal whether they have the same content (Source.Equal).
 	samePK func(a, b Obj) bool
 	equal  func(a, b Obj) bool
 
 	mu     sync.Mutex
-	items  map[string]*itemState[Obj]
+	items  map[string]*itemState[T, Obj]
 	dirty  map[string]struct{}
 	notify chan struct{}
 }
@@ -55,7 +79,7 @@ func newTracker[T Object, Obj comparable](observe func(T) observed, table stated
 			return oka && okb && string(ka) == string(kb)
 		},
 		equal:  equal,
-		items:  map[string]*itemState[Obj]{},
+		items:  map[string]*itemState[T, Obj]{},
 		dirty:  map[string]struct{}{},
 		notify: make(chan struct{}, 1),
 	}
@@ -69,10 +93,15 @@ func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) 
 	defer t.mu.Unlock()
 	st := t.items[key]
 	if st == nil {
-		st = &itemState[Obj]{}
+		st = &itemState[T, Obj]{}
 		t.items[key] = st
 	}
-	st.gen, st.seen = obj.GetGeneration(), seen
+	st.gen, st.seen, st.rv = obj.GetGeneration(), seen, obj.GetResourceVersion()
+	st.deleting = obj.GetDeletionTimestamp() != nil
+	st.finalized = t.finalizer != "" && slices.Contains(obj.GetFinalizers(), t.finalizer)
+	if st.deleting && st.finalized {
+		st.obj = obj
+	}
 	if err != nil {
 		st.failed, st.failErr = true, sanitize(err.Error())
 	} else {
@@ -86,7 +115,7 @@ func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) 
 
 // retire moves to retired the objects st yields now that next does not,
 // and forgets the retired ones next yields again.
-func (st *itemState[Obj]) retire(next []Obj, samePK func(a, b Obj) bool) {
+func (st *itemState[T, Obj]) retire(next []Obj, samePK func(a, b Obj) bool) {
 	in := func(o Obj, objs []Obj) bool {
 		for _, n := range objs {
 			if samePK(o, n) {
@@ -95,15 +124,22 @@ func (st *itemState[Obj]) retire(next []Obj, samePK func(a, b Obj) bool) {
 		}
 		return false
 	}
-	kept := st.retired[:0]
+	var kept []retiredRow[Obj]
 	for _, r := range st.retired {
-		if !in(r, next) {
+		if !in(r.obj, next) {
 			kept = append(kept, r)
 		}
 	}
 	for _, y := range st.yielded {
-		if !in(y, next) && !in(y, kept) {
-			kept = append(kept, y)
+		if in(y, next) {
+			continue
+		}
+		dup := false
+		for _, k := range kept {
+			dup = dup || samePK(k.obj, y)
+		}
+		if !dup {
+			kept = append(kept, retiredRow[Obj]{obj: y})
 		}
 	}
 	st.retired = kept
@@ -141,16 +177,16 @@ func (t *tracker[T, Obj]) deleted(key string) {
 
 // snapshot returns a copy of the state of key, and false when the
 // object is unknown (deleted, or not read yet).
-func (t *tracker[T, Obj]) snapshot(key string) (itemState[Obj], bool) {
+func (t *tracker[T, Obj]) snapshot(key string) (itemState[T, Obj], bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.items[key]
 	if st == nil {
-		return itemState[Obj]{}, false
+		return itemState[T, Obj]{}, false
 	}
 	c := *st
-	c.yielded = append([]Obj(nil), st.yielded...)
-	c.retired = append([]Obj(nil), st.retired...)
+	c.yielded = slices.Clone(st.yielded)
+	c.retired = slices.Clone(st.retired)
 	return c, true
 }
 
@@ -164,19 +200,26 @@ func (t *tracker[T, Obj]) own(key string, i int, was, row Obj) {
 	}
 }
 
-// gone forgets the retired objects of key the table no longer holds.
-func (t *tracker[T, Obj]) gone(key string, objs []Obj) {
+// gone records that a read of the table at rev no longer held the
+// retired objects objs of key; with forget, they are forgotten.
+func (t *tracker[T, Obj]) gone(key string, objs []Obj, rev statedb.Revision, forget bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.items[key]
 	if st == nil {
 		return
 	}
-	kept := st.retired[:0]
+	var kept []retiredRow[Obj]
 	for _, r := range st.retired {
-		if !containsObj(objs, r) {
-			kept = append(kept, r)
+		if containsObj(objs, r.obj) {
+			if forget {
+				continue
+			}
+			if r.goneAt == 0 {
+				r.goneAt = rev
+			}
 		}
+		kept = append(kept, r)
 	}
 	st.retired = kept
 }
@@ -188,6 +231,35 @@ func containsObj[Obj comparable](objs []Obj, o Obj) bool {
 		}
 	}
 	return false
+}
+
+// rowDeleted records that the table deleted the retired object of key
+// with obj's primary key at rev.
+func (t *tracker[T, Obj]) rowDeleted(key string, obj Obj, rev statedb.Revision) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.items[key]
+	if st == nil {
+		return
+	}
+	for i, r := range st.retired {
+		if r.goneAt == 0 && t.samePK(r.obj, obj) {
+			st.retired[i].goneAt = rev
+		}
+	}
+}
+
+// confirmed forgets the retired objects of key whose Deletes every
+// explainer reported as succeeded.
+func (t *tracker[T, Obj]) confirmed(key string, objs []Obj) {
+	t.gone(key, objs, 0, true)
+}
+
+// mark has the writer look at key again.
+func (t *tracker[T, Obj]) mark(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.markLocked(key)
 }
 
 // keys returns every key the tracker knows.

@@ -22,10 +22,19 @@ type keyState struct {
 	hasWritten bool
 	err        error // the current failure, for health; nil for conflicts
 	events     eventState
+	// cleanupErr is why Deletes of its retired rows fail ("" when none
+	// does); cleanupWait, while not closed, says the last check is still
+	// current; reemitted that the staged object was read again.
+	cleanupErr  string
+	cleanupWait <-chan struct{}
+	reemitted   bool
+	// finalizerRV is the resourceVersion the last successful patch of the
+	// finalizer was made at: not patched again before the object changes.
+	finalizerRV string
 }
 
 // writeResult is what a worker reports back to the loop.
-type writeResult struct {
+type writeResult[Obj comparable] struct {
 	key   string
 	cond  condition
 	check bool         // a dry-run apply that checks the resource (check.go)
@@ -33,6 +42,11 @@ type writeResult struct {
 	unfit error        // check: what is wrong with the resource
 	ref   *eventTarget // the object as the server answered, for Events
 	took  time.Duration
+	// finalizer: a patch of the finalizer, made at rv; cleanup: a check
+	// of the Deletes of retired rows (cleanup.go).
+	finalizer bool
+	rv        string
+	cleanup   *cleanupResult[Obj]
 }
 
 // statusWriter is the job that writes the conditions. Its loop owns
@@ -46,7 +60,11 @@ type statusWriter[T Object, Obj comparable] struct {
 	tracker *tracker[T, Obj]
 	metrics StatusMetrics
 	events  *eventSink
-	keys    map[string]*keyState
+	// fin is the finalizer's state (nil without one); reemit has the
+	// source read an object again (ListerWatcher.reemit).
+	fin    *finalizing[T, Obj]
+	reemit func(key string, obj T)
+	keys   map[string]*keyState
 	// dirty are the keys whose condition must be looked at again.
 	dirty    map[string]struct{}
 	inflight int
@@ -126,7 +144,7 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 		w.events.start()
 		defer w.events.stop()
 	}
-	results := make(chan writeResult, w.cfg.Workers+1)
+	results := make(chan writeResult[Obj], w.cfg.Workers+1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	health.OK("OK, no status written yet")
@@ -138,7 +156,11 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 		txn := w.db.ReadTxn()
 		seq, watch := changes.Next(txn)
 		for ch := range seq {
-			w.dirty[w.cfg.ItemKey(ch.Object)] = struct{}{}
+			key := w.cfg.ItemKey(ch.Object)
+			w.dirty[key] = struct{}{}
+			if ch.Deleted && w.fin != nil {
+				w.tracker.rowDeleted(key, ch.Object, ch.Revision)
+			}
 		}
 		for key := range w.tracker.takeDirty() {
 			// The object changed (or its Transform result): what it
@@ -172,7 +194,7 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 
 // dispatch starts the writes that are due, and returns when the next
 // postponed one is.
-func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn, results chan<- writeResult) time.Time {
+func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn, results chan<- writeResult[Obj]) time.Time {
 	now := time.Now()
 	next := now.Add(time.Hour)
 	if !w.fit && (w.checking || w.checkAt.After(now)) {
@@ -193,17 +215,17 @@ func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn
 			next = earlier(next, ks.notBefore)
 			continue
 		}
-		cond, write, forget := w.desired(txn, key, ks, now)
-		if forget {
+		p := w.desired(txn, key, ks, now)
+		if p.forget {
 			delete(w.dirty, key)
 			delete(w.keys, key)
 			continue
 		}
-		if !write {
+		if p.act == actNone {
 			delete(w.dirty, key)
 			continue
 		}
-		if !w.exempt(ks, cond) {
+		if p.act == actWrite && !w.exempt(ks, p.cond) {
 			if due := w.rateDue(ks, now); due.After(now) {
 				next = earlier(next, due)
 				continue
@@ -215,16 +237,29 @@ func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn
 		delete(w.dirty, key)
 		ks.inflight = true
 		w.inflight++
-		if !w.fit {
+		if p.act == actWrite && !w.fit {
 			// The first write waits for the check of the resource, which
 			// is a dry run of that same write.
 			w.checking = true
-			go func() { results <- w.check(ctx, key, cond) }()
+			go func() { results <- w.check(ctx, key, p.cond) }()
 			return next
 		}
-		go func() { results <- w.write(ctx, key, cond) }()
+		go func() { results <- w.act(ctx, key, p) }()
 	}
 	return next
+}
+
+// act carries out plan p for key, on a worker.
+func (w *statusWriter[T, Obj]) act(ctx context.Context, key string, p plan[Obj]) writeResult[Obj] {
+	switch p.act {
+	case actCheck:
+		return w.checkCleanup(ctx, key, p.check)
+	case actAddFinalizer, actRemoveFinalizer:
+		r := w.patchFinalizer(ctx, key, p.rv, p.act == actAddFinalizer)
+		r.rv = p.rv
+		return r
+	}
+	return w.write(ctx, key, p.cond)
 }
 
 func earlier(a, b time.Time) time.Time {

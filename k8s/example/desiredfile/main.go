@@ -74,13 +74,14 @@ func agentCell(cfg agentConfig) cell.Cell {
 				return err
 			}
 			events := cs.EventsV1()
-			if err := reconciler.Register(reconciler.Config[*File]{
+			rec, err := reconciler.New(reconciler.Config[*File]{
 				Table:           files,
 				GetObjectStatus: func(f *File) reconciler.Status { return f.Status },
 				SetObjectStatus: func(f *File, s reconciler.Status) *File { f.Status = s; return f },
 				CloneObject:     func(f *File) *File { c := *f; return &c },
 				Operations:      fileOps{dir: cfg.Dir},
-			}, rp); err != nil {
+			}, rp)
+			if err != nil {
 				return err
 			}
 			return k8ssource.Register(k8ssource.Config[*unstructured.Unstructured, *File]{
@@ -96,6 +97,13 @@ func agentCell(cfg agentConfig) cell.Cell {
 					ItemKey:            func(f *File) string { return f.Namespace + "/" + f.Name },
 					GetObjectStatus:    func(f *File) reconciler.Status { return f.Status },
 					Events:             events,
+				},
+				// A DesiredFile being deleted stays until its file is
+				// removed: a failure to remove it shows in its condition.
+				Finalizer: &k8ssource.FinalizerConfig[*File]{
+					Name:       "files.example.converge.dev/cleanup",
+					Explainers: []k8ssource.Explainer{rec},
+					Unset:      func(f *File) *File { f.Status = reconciler.StatusUnset(); return f },
 				},
 				Source: source.Config[*unstructured.Unstructured, *File]{
 					Name:    "desiredfiles",
