@@ -3,10 +3,12 @@ package apiservertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 )
+
+// runs numbers the runs of a test (-count), for names of their own.
+var runs atomic.Int64
 
 func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -133,7 +138,7 @@ func TestLeases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases := cs.CoordinationV1().Leases("ns")
+	leases := cs.CoordinationV1().Leases(fmt.Sprintf("ns%d", runs.Add(1)))
 	holder, secs := "a", int32(5)
 	l, err := leases.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Name: "lock"},
@@ -174,11 +179,12 @@ func TestEvents(t *testing.T) {
 	b.StartRecordingToSink(sctx.Done())
 	defer func() { stop(); b.Shutdown() }()
 	rec := b.NewRecorder(runtime.NewScheme(), "test-controller")
+	ns := fmt.Sprintf("evns%d", runs.Add(1))
 	regarding := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "disco.converge.dev/v1", "kind": "Disco",
-		"metadata": map[string]any{"name": "d", "namespace": "evns", "uid": "u-1"},
+		"metadata": map[string]any{"name": "d", "namespace": ns, "uid": "u-1"},
 	}}
-	w, err := cs.EventsV1().Events("evns").Watch(ctx, metav1.ListOptions{})
+	w, err := cs.EventsV1().Events(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,16 +35,17 @@ func TestEventsAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCRD(t, cached)
+	ns := c.gvr.Resource // a namespace of its own: Events outlive the test
 	tg := newTarget()
-	tg.setFail("evns/broken", errors.New("disk full"))
+	tg.setFail(ns+"/broken", errors.New("disk full"))
 	startAgent(t, c, tg, agentOpts{statusInterval: 1, status: func(s *k8ssource.StatusConfig[*unstructured.Unstructured, *obj]) {
 		s.Events, s.Metrics, s.FieldManager = cs.EventsV1(), prom, "events-test"
 	}})
-	c.create(t, "evns", "fine", "v")
-	c.create(t, "evns", "broken", "v")
-	c.create(t, "evns", "invalid", "bad-spec")
+	c.create(t, ns, "fine", "v")
+	c.create(t, ns, "broken", "v")
+	c.create(t, ns, "invalid", "bad-spec")
 	want := map[string]string{"fine": "Normal/Reconciled", "broken": "Warning/ReconcileFailed", "invalid": "Warning/TransformFailed"}
-	got := waitEvents(t, cs, "evns", len(want))
+	got := waitEvents(t, cs, ns, len(want))
 	for name, w := range want {
 		e := got[name]
 		if e == nil || e.Type+"/"+e.Reason != w || e.ReportingController != "events-test" || e.Regarding.Kind != c.kind || e.Regarding.UID == "" {

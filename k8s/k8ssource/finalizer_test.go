@@ -68,33 +68,34 @@ func TestFinalizerHoldsUntilDeleteSucceeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newCRD(t, cached)
+	ns := c.gvr.Resource // a namespace of its own: Events outlive the test
 	tg := newTarget()
 	a := startAgent(t, c, tg, agentOpts{statusInterval: 1, finalizer: testFinalizer,
 		status: func(s *k8ssource.StatusConfig[*unstructured.Unstructured, *obj]) { s.Events = cs.EventsV1() }})
-	c.create(t, "fin", "x", "v")
-	c.waitObject(t, "fin", "x", finalized)
-	c.waitCondition(t, "fin", "x", metav1.ConditionTrue, "Reconciled")
+	c.create(t, ns, "x", "v")
+	c.waitObject(t, ns, "x", finalized)
+	c.waitCondition(t, ns, "x", metav1.ConditionTrue, "Reconciled")
 
-	tg.setDeleteFail("fin/x", errors.New("device busy"))
-	c.delete(t, "fin", "x")
-	cond := c.waitCondition(t, "fin", "x", metav1.ConditionFalse, k8ssource.ReasonCleanupFailed)
+	tg.setDeleteFail(ns+"/x", errors.New("device busy"))
+	c.delete(t, ns, "x")
+	cond := c.waitCondition(t, ns, "x", metav1.ConditionFalse, k8ssource.ReasonCleanupFailed)
 	if !strings.Contains(cond.Message, "device busy") {
 		t.Fatalf("condition %+v", cond)
 	}
 	a.waitDone(map[string]string{})
-	if got := tg.snapshot(); got["fin/x"] != "v" {
+	if got := tg.snapshot(); got[ns+"/x"] != "v" {
 		t.Fatalf("target %v: the entry went although its Delete failed", got)
 	}
-	u := c.waitObject(t, "fin", "x", func(u *unstructured.Unstructured) bool { return u.GetDeletionTimestamp() != nil })
+	u := c.waitObject(t, ns, "x", func(u *unstructured.Unstructured) bool { return u.GetDeletionTimestamp() != nil })
 	if !finalized(u) {
 		t.Fatal("the finalizer went while the Delete fails")
 	}
-	if e := waitEvent(t, cs, "fin", "x", k8ssource.ReasonCleanupFailed); e.Reason != k8ssource.ReasonCleanupFailed || e.Type != "Warning" || !strings.Contains(e.Note, "device busy") {
+	if e := waitEvent(t, cs, ns, "x", k8ssource.ReasonCleanupFailed); e.Reason != k8ssource.ReasonCleanupFailed || e.Type != "Warning" || !strings.Contains(e.Note, "device busy") {
 		t.Fatalf("event %+v", e)
 	}
 
-	tg.setDeleteFail("fin/x", nil)
-	c.waitGone(t, "fin", "x")
+	tg.setDeleteFail(ns+"/x", nil)
+	c.waitGone(t, ns, "x")
 	if got := tg.snapshot(); len(got) != 0 {
 		t.Fatalf("target %v", got)
 	}

@@ -17,13 +17,14 @@ import (
 // their own directory: neither overwrites the other's.
 func TestNamespacesDoNotCollide(t *testing.T) {
 	dir := startAgent(t)
-	a, b := files(t, "team-a"), files(t, "team-b")
+	nsA, nsB := namespace("team-a"), namespace("team-b")
+	a, b := files(t, nsA), files(t, nsB)
 	kubectlApply(t, a, "motd", "motd", "from a\n")
 	kubectlApply(t, b, "motd", "motd", "from b\n")
 	waitReady(t, a, "motd", "True", "Reconciled")
 	waitReady(t, b, "motd", "True", "Reconciled")
-	wantFile(t, dir, "team-a/motd", "from a\n")
-	wantFile(t, dir, "team-b/motd", "from b\n")
+	wantFile(t, dir, nsA+"/motd", "from a\n")
+	wantFile(t, dir, nsB+"/motd", "from b\n")
 }
 
 // A symbolic link planted where the agent used to write its temporary
@@ -35,18 +36,19 @@ func TestTemporaryFileIgnoresSymlinks(t *testing.T) {
 	if err := os.WriteFile(victim, []byte("untouched"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "default"), 0o755); err != nil {
+	ns := namespace("symlink")
+	if err := os.MkdirAll(filepath.Join(dir, ns), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{".tmp-motd", "default/.tmp-motd"} {
+	for _, p := range []string{".tmp-motd", ns + "/.tmp-motd"} {
 		if err := os.Symlink(victim, filepath.Join(dir, p)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	r := files(t, "default")
+	r := files(t, ns)
 	kubectlApply(t, r, "motd", "motd", "hello\n")
 	waitReady(t, r, "motd", "True", "Reconciled")
-	wantFile(t, dir, "default/motd", "hello\n")
+	wantFile(t, dir, ns+"/motd", "hello\n")
 	if b, err := os.ReadFile(victim); err != nil || string(b) != "untouched" {
 		t.Fatalf("the symlink's target was written: %q, %v", b, err)
 	}
@@ -56,7 +58,7 @@ func TestTemporaryFileIgnoresSymlinks(t *testing.T) {
 // cut on a character boundary.
 func TestConditionQuotesShortPrefix(t *testing.T) {
 	startAgent(t)
-	r := files(t, "default")
+	r := files(t, namespace("quote"))
 	secret := "../" + strings.Repeat("é", 30) + "TAIL-OF-THE-SECRET"
 	kubectlApply(t, r, "long", secret, "x")
 	cond := waitReady(t, r, "long", "False", "TransformFailed")
@@ -72,7 +74,8 @@ func TestConditionQuotesShortPrefix(t *testing.T) {
 // while the file cannot be written.
 func TestKStatus(t *testing.T) {
 	dir := startAgent(t)
-	r := files(t, "kstatus")
+	ns := namespace("kstatus")
+	r := files(t, ns)
 	compute := func(u *unstructured.Unstructured) status.Status {
 		t.Helper()
 		res, err := status.Compute(u)
@@ -94,11 +97,11 @@ func TestKStatus(t *testing.T) {
 	waitReady(t, r, "motd", "True", "Reconciled")
 
 	// The namespace's directory replaced by a file: writes fail.
-	ns := filepath.Join(dir, "kstatus")
-	if err := os.RemoveAll(ns); err != nil {
+	nsDir := filepath.Join(dir, ns)
+	if err := os.RemoveAll(nsDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(ns, nil, 0o600); err != nil {
+	if err := os.WriteFile(nsDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	kubectlApply(t, r, "motd", "motd", "three\n")
@@ -106,7 +109,7 @@ func TestKStatus(t *testing.T) {
 	if s := compute(get(t, r, "motd")); s != status.FailedStatus {
 		t.Fatalf("failing: %s", s)
 	}
-	if err := os.Remove(ns); err != nil {
+	if err := os.Remove(nsDir); err != nil {
 		t.Fatal(err)
 	}
 	waitReady(t, r, "motd", "True", "Reconciled")

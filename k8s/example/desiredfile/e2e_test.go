@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -53,6 +56,13 @@ func startAgent(t *testing.T) string {
 	return dir
 }
 
+// runs numbers the tests' runs (-count): each uses namespaces of its
+// own, since the server outlives a run.
+var runs atomic.Int64
+
+// namespace returns a namespace name no other run uses.
+func namespace(prefix string) string { return fmt.Sprintf("%s-%d", prefix, runs.Add(1)) }
+
 // files is the DesiredFiles of namespace ns.
 func files(t *testing.T, ns string) dynamic.ResourceInterface {
 	t.Helper()
@@ -70,15 +80,16 @@ func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := startAgent(t)
-	files := files(t, "default")
+	ns := namespace("e2e")
+	files := files(t, ns)
 
 	// kubectl apply -f motd.yaml; kubectl wait --for=condition=Ready
 	kubectlApply(t, files, "motd", "motd", "hello\n")
 	waitReady(t, files, "motd", "True", "Reconciled")
-	wantFile(t, dir, "default/motd", "hello\n")
+	wantFile(t, dir, ns+"/motd", "hello\n")
 
 	// kubectl get desiredfiles: the printer columns show the condition.
-	cols, rows := kubectlGet(t, srv.Config(), "/apis/files.example.converge.dev/v1/namespaces/default/desiredfiles")
+	cols, rows := kubectlGet(t, srv.Config(), "/apis/files.example.converge.dev/v1/namespaces/"+ns+"/desiredfiles")
 	if !slices.Equal(cols, []string{"Name", "Path", "Ready", "Reason", "Age"}) {
 		t.Fatalf("columns %v", cols)
 	}
@@ -100,16 +111,45 @@ func TestEndToEnd(t *testing.T) {
 	if cond["observedGeneration"] != int64(2) {
 		t.Fatalf("observedGeneration %v, want 2", cond["observedGeneration"])
 	}
-	wantFile(t, dir, "default/motd", "hello again\n")
+	wantFile(t, dir, ns+"/motd", "hello again\n")
 
-	// kubectl delete: the file goes.
+	// kubectl delete: the file goes, then (its finalizer removed) the
+	// object.
 	if err := files.Delete(ctx, "motd", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNoFile(t, dir, "default/motd")
-	if entries, _ := os.ReadDir(filepath.Join(dir, "default")); len(entries) != 0 {
+	waitNoFile(t, dir, ns+"/motd")
+	waitGone(t, files, "motd")
+	if entries, _ := os.ReadDir(filepath.Join(dir, ns)); len(entries) != 0 {
 		t.Fatalf("directory not empty: %v", entries)
 	}
+}
+
+// waitGone is kubectl wait --for=delete: it watches the object until it
+// is deleted for good.
+func waitGone(t *testing.T, r dynamic.ResourceInterface, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	l, err := r.List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) == 0 {
+		return
+	}
+	w, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return
+		}
+	}
+	t.Fatalf("%s is still there", name)
 }
 
 // kubectlApply is kubectl apply --server-side of a DesiredFile, and
