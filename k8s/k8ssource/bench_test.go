@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/converge-go/converge/k8s/internal/apiservertest"
+	"github.com/converge-go/converge/k8s/apiservertest"
 	"github.com/converge-go/converge/k8s/k8ssource"
 	"github.com/converge-go/converge/source"
 )

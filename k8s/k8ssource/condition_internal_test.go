@@ -6,25 +6,28 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// The condition of a Kubernetes object from its table rows: True only when
-// every row is Done; not yet while one waits; a failure before an Unset
-// row; an Unset row (left alone by the reconciler) never reads as
-// reconciled.
+// The condition of a Kubernetes object from its table rows: True when
+// every row is Done, or when there is none (nothing to do); not yet
+// while one waits; a failure before an Unset row; an Unset row (left
+// alone by the reconciler) never reads as reconciled.
 func TestConditionFromRows(t *testing.T) {
-	done := rowState{kind: reconciler.StatusKindDone, gen: 3}
+	done := rowState{kind: reconciler.StatusKindDone}
+	failed := rowState{kind: reconciler.StatusKindError, err: "boom"}
+	unset := rowState{kind: reconciler.StatusKindUnset}
 	for _, tc := range []struct {
 		name   string
-		rows   map[string]rowState
+		rows   []rowState
 		ok     bool
 		status string
 		reason string
 	}{
-		{"all done", map[string]rowState{"a": done, "b": done}, true, "True", ReasonReconciled},
-		{"one pending", map[string]rowState{"a": done, "b": {kind: reconciler.StatusKindPending}}, false, "", ""},
-		{"one refreshing", map[string]rowState{"a": {kind: reconciler.StatusKindRefreshing}}, false, "", ""},
-		{"one failed", map[string]rowState{"a": done, "b": {kind: reconciler.StatusKindError, err: "boom"}}, true, "False", ReasonReconcileFailed},
-		{"one unset", map[string]rowState{"a": done, "b": {kind: reconciler.StatusKindUnset}}, true, "False", ReasonNotReconciled},
-		{"failed and unset", map[string]rowState{"a": {kind: reconciler.StatusKindError, err: "boom"}, "b": {kind: reconciler.StatusKindUnset}}, true, "False", ReasonReconcileFailed},
+		{"all done", []rowState{done, done}, true, "True", ReasonReconciled},
+		{"no rows", nil, true, "True", ReasonReconciled},
+		{"one pending", []rowState{done, {kind: reconciler.StatusKindPending}}, false, "", ""},
+		{"one refreshing", []rowState{{kind: reconciler.StatusKindRefreshing}}, false, "", ""},
+		{"one failed", []rowState{done, failed}, true, "False", ReasonReconcileFailed},
+		{"one unset", []rowState{done, unset}, true, "False", ReasonNotReconciled},
+		{"failed and unset", []rowState{failed, unset}, true, "False", ReasonReconcileFailed},
 	} {
 		c, ok := fromRows(tc.rows)
 		if ok != tc.ok || string(c.Status) != tc.status || c.Reason != tc.reason {

@@ -22,37 +22,29 @@
 //
 // # Writing status back
 //
-// With Config.Status set, a job writes a condition of type Reconciled
-// (ConditionType) into each object's status subresource, in the shape the
-// Kubernetes API conventions give conditions (status, reason, message,
-// observedGeneration, lastTransitionTime), with server-side apply under a
-// field manager of its own: True once every table object the Kubernetes
-// object yields is Done, False with the error when an operation or the
-// Transform failed. So a user can
+// With Config.Status set, a job writes one condition (ConditionType,
+// "Reconciled" by default; "Ready" with observedGeneration and Stalled for
+// kstatus) into each object's status subresource, with server-side apply
+// under a field manager of its own: True once every table object the
+// Kubernetes object yields is Done (or it yields none), False with the
+// error when an operation, a Delete or the Transform failed. So a user can
 //
 //	kubectl apply -f motd.yaml
-//	kubectl wait --for=condition=Reconciled desiredfile/motd
+//	kubectl wait --for=condition=Ready desiredfile/motd
 //
-// It writes only a changed condition, at most once per StatusConfig
-// MinInterval per object (coalescing what happened meanwhile), only for
-// the keys StatusConfig.Owns gives this replica, retries conflicts
-// quietly, forgets deleted objects, and reports any other failure (a
-// Forbidden from RBAC, typically) as the job's health error, naming the
-// resource and the object.
+// It reads only the rows its own Transform yielded, checks the CRD with a
+// dry run before it writes (a status subresource; conditions a map list
+// keyed by type), writes only a changed condition (the first of a new
+// generation at once, the rest rate limited per object), records Events,
+// and reports any failure as the job's health error, naming the resource
+// and the object. With Config.Finalizer it also holds each object until
+// the Deletes of its table objects succeeded, as the engine's Explain
+// reports them.
 //
 // # Permissions
 //
 // The source needs list and watch on its resource; the status writer
-// needs patch on the resource's status subresource, for example
-//
-//	rules:
-//	- apiGroups: [files.example.converge.dev]
-//	  resources: [desiredfiles]
-//	  verbs: [list, watch]
-//	- apiGroups: [files.example.converge.dev]
-//	  resources: [desiredfiles/status]
-//	  verbs: [patch]
-//
-// client-go's default rest.Config allows 5 requests a second (QPS, Burst
-// 10); raise them for a status writer of many objects.
+// patch on its status subresource; the finalizer patch on the resource;
+// Events create and patch on events.events.k8s.io. docs/kubernetes.md has
+// a least-privilege Role.
 package k8ssource

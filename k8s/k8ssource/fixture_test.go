@@ -7,6 +7,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,22 +20,23 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/converge-go/converge/k8s/internal/apiservertest"
+	"github.com/converge-go/converge/k8s/apiservertest"
 	"github.com/converge-go/converge/k8s/k8ssource"
 	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 )
 
-// obj is a table object made from one custom resource: its key
-// (namespace/name), spec.value and generation.
+// obj is a table object made from one custom resource: its key, the
+// custom resource's key (namespace/name), spec.value and generation.
 type obj struct {
-	Key, Value string
-	Gen        int64
-	Status     reconciler.Status
+	Key, Item, Value string
+	Gen              int64
+	Status           reconciler.Status
 }
 
 func (o *obj) TableHeader() []string { return []string{"Key", "Value", "Gen", "Status"} }
@@ -54,12 +56,33 @@ var keyIndex = statedb.Index[*obj, string]{
 // "bad".
 var errBadSpec = errors.New("spec.value must not start with \"bad\"")
 
+// transform makes one table object of key namespace/name from a custom
+// resource; none for spec.value "none", and n (keys namespace/name#i)
+// for "rows:<n>".
 func transform(u *unstructured.Unstructured) ([]*obj, error) {
 	v, _, _ := unstructured.NestedString(u.Object, "spec", "value")
-	if strings.HasPrefix(v, "bad") {
-		return nil, fmt.Errorf("%q: %w", v, errBadSpec)
+	item := k8ssource.Key(u)
+	switch {
+	case strings.HasPrefix(v, "bad"):
+		return nil, fmt.Errorf("%s: %w", k8ssource.Quote(v), errBadSpec)
+	case v == "none":
+		return nil, nil
+	case strings.HasPrefix(v, "rows:"):
+		n, err := strconv.Atoi(strings.TrimPrefix(v, "rows:"))
+		if err != nil {
+			return nil, err
+		}
+		objs := make([]*obj, n)
+		for i := range objs {
+			objs[i] = &obj{Key: fmt.Sprintf("%s#%d", item, i), Item: item, Value: v, Gen: u.GetGeneration()}
+		}
+		return objs, nil
 	}
-	return []*obj{{Key: k8ssource.Key(u), Value: v, Gen: u.GetGeneration()}}, nil
+	return []*obj{{Key: item, Item: item, Value: v, Gen: u.GetGeneration()}}, nil
+}
+
+func equalObjs(a, b *obj) bool {
+	return a.Key == b.Key && a.Item == b.Item && a.Value == b.Value && a.Gen == b.Gen
 }
 
 // crd is one test's custom resource type on a server.
@@ -76,10 +99,23 @@ var crdSeq atomic.Int64
 // newCRD installs a CRD of a name no other test uses.
 func newCRD(t testing.TB, srv *apiservertest.Server) *crd {
 	t.Helper()
+	return newCRDWith(t, srv, func(*apiextensionsv1.CustomResourceDefinition) {})
+}
+
+// mapListCRD is the definition newCRD installs for c.
+func mapListCRD(c *crd) *apiextensionsv1.CustomResourceDefinition {
+	return apiservertest.CRD(c.gvr.Group, c.kind, c.gvr.Resource)
+}
+
+// newCRDWith installs a CRD of a name no other test uses, as edit
+// changes newCRD's.
+func newCRDWith(t testing.TB, srv *apiservertest.Server, edit func(*apiextensionsv1.CustomResourceDefinition)) *crd {
+	t.Helper()
 	n := crdSeq.Add(1)
 	group := "test.converge.dev"
 	plural := fmt.Sprintf("things%d", n)
 	def := apiservertest.CRD(group, fmt.Sprintf("Thing%d", n), plural)
+	edit(def)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := srv.InstallCRD(ctx, def); err != nil {
@@ -93,20 +129,72 @@ func newCRD(t testing.TB, srv *apiservertest.Server) *crd {
 }
 
 // target is the fake outside world: key -> value, with the keys whose
-// Update fails, and the number of Prune calls.
+// Update fails or waits, and the number of Prune calls.
 type target struct {
 	discard bool // Update records nothing (benchmarks)
 	mu      sync.Mutex
 	state   map[string]string
 	fail    map[string]error
+	delFail map[string]error
+	held    map[string]chan struct{}
+	updates map[string]int
 	prunes  int
 }
 
-func newTarget() *target { return &target{state: map[string]string{}, fail: map[string]error{}} }
+func newTarget() *target {
+	return &target{state: map[string]string{}, fail: map[string]error{}, delFail: map[string]error{},
+		held: map[string]chan struct{}{}, updates: map[string]int{}}
+}
 
-func (tg *target) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
+// setDeleteFail makes the Deletes of key fail with err (nil: succeed).
+func (tg *target) setDeleteFail(key string, err error) {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
+	if err == nil {
+		delete(tg.delFail, key)
+	} else {
+		tg.delFail[key] = err
+	}
+}
+
+// updateCount is how many Updates of key ran.
+func (tg *target) updateCount(key string) int {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	return tg.updates[key]
+}
+
+// hold makes the Updates of key wait until release is called (or their
+// context ends).
+func (tg *target) hold(key string) (release func()) {
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	ch := make(chan struct{})
+	tg.held[key] = ch
+	return func() {
+		tg.mu.Lock()
+		defer tg.mu.Unlock()
+		if tg.held[key] == ch {
+			delete(tg.held, key)
+			close(ch)
+		}
+	}
+}
+
+func (tg *target) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
+	tg.mu.Lock()
+	held := tg.held[o.Key]
+	tg.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	tg.mu.Lock()
+	defer tg.mu.Unlock()
+	tg.updates[o.Key]++
 	if err := tg.fail[o.Key]; err != nil {
 		return err
 	}
@@ -119,6 +207,9 @@ func (tg *target) Update(_ context.Context, _ statedb.ReadTxn, _ statedb.Revisio
 func (tg *target) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision, o *obj) error {
 	tg.mu.Lock()
 	defer tg.mu.Unlock()
+	if err := tg.delFail[o.Key]; err != nil {
+		return err
+	}
 	delete(tg.state, o.Key)
 	return nil
 }
@@ -171,6 +262,10 @@ type agent struct {
 
 type agentOpts struct {
 	noStatus         bool
+	status           func(*k8ssource.StatusConfig[*unstructured.Unstructured, *obj]) // changes the status config
+	transform        func(*unstructured.Unstructured) ([]*obj, error)                // default transform
+	name             string                                                          // the source's; default "k8s"
+	finalizer        string                                                          // the source\'s finalizer, explained by the agent\'s reconciler
 	disableWatchList bool
 	statusInterval   time.Duration
 	owns             func(string) bool
@@ -202,33 +297,7 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 						return err
 					}
 				}
-				cfg := k8ssource.Config[*unstructured.Unstructured, *obj]{
-					Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), o.namespace),
-					ListerWatcherOptions: k8ssource.ListerWatcherOptions{DisableWatchList: o.disableWatchList, LabelSelector: o.labelSelector},
-					Transform:            transform,
-					Source: source.Config[*unstructured.Unstructured, *obj]{
-						Name:       "k8s",
-						Table:      a.table,
-						Equal:      func(a, b *obj) bool { return a.Key == b.Key && a.Value == b.Value && a.Gen == b.Gen },
-						Pending:    func(o *obj) *obj { o.Status = reconciler.StatusPending(); return o },
-						BackoffMin: 10 * time.Millisecond,
-						BackoffMax: 200 * time.Millisecond,
-					},
-				}
-				if !o.noStatus {
-					cfg.Status = &k8ssource.StatusConfig[*unstructured.Unstructured, *obj]{
-						Client: c.dyn, Resource: c.gvr, APIVersion: c.apiVersion, Kind: c.kind,
-						ItemKey:         func(o *obj) string { return o.Key },
-						Generation:      func(o *obj) int64 { return o.Gen },
-						GetObjectStatus: func(o *obj) reconciler.Status { return o.Status },
-						Owns:            o.owns,
-						OwnsChanged:     o.ownsChanged,
-						MinInterval:     o.statusInterval,
-						BackoffMin:      10 * time.Millisecond,
-						BackoffMax:      200 * time.Millisecond,
-					}
-				}
-				a.src, err = k8ssource.New(cfg, p)
+				a.src, err = newSource(c, a.table, o, p, a.rec)
 				return err
 			}),
 		),
@@ -238,6 +307,53 @@ func startAgent(t testing.TB, c *crd, tg *target, o agentOpts) *agent {
 	}
 	t.Cleanup(a.stop)
 	return a
+}
+
+// newSource is the agent's Kubernetes source of c into table.
+func newSource(c *crd, table statedb.RWTable[*obj], o agentOpts, p source.Params, rec reconciler.Reconciler[*obj]) (source.Source, error) {
+	tf, name := o.transform, o.name
+	if tf == nil {
+		tf = transform
+	}
+	if name == "" {
+		name = "k8s"
+	}
+	cfg := k8ssource.Config[*unstructured.Unstructured, *obj]{
+		Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), o.namespace),
+		ListerWatcherOptions: k8ssource.ListerWatcherOptions{DisableWatchList: o.disableWatchList, LabelSelector: o.labelSelector},
+		Transform:            tf,
+		Source: source.Config[*unstructured.Unstructured, *obj]{
+			Name:       name,
+			Table:      table,
+			Equal:      equalObjs,
+			Pending:    func(o *obj) *obj { o.Status = reconciler.StatusPending(); return o },
+			BackoffMin: 10 * time.Millisecond,
+			BackoffMax: 200 * time.Millisecond,
+		},
+	}
+	if !o.noStatus {
+		cfg.Status = &k8ssource.StatusConfig[*unstructured.Unstructured, *obj]{
+			Client: c.dyn, Resource: c.gvr, APIVersion: c.apiVersion, Kind: c.kind,
+			ItemKey:         func(o *obj) string { return o.Item },
+			GetObjectStatus: func(o *obj) reconciler.Status { return o.Status },
+			Owns:            o.owns,
+			OwnsChanged:     o.ownsChanged,
+			MinInterval:     o.statusInterval,
+			BackoffMin:      10 * time.Millisecond,
+			BackoffMax:      200 * time.Millisecond,
+		}
+		if o.status != nil {
+			o.status(cfg.Status)
+		}
+	}
+	if o.finalizer != "" {
+		cfg.Finalizer = &k8ssource.FinalizerConfig[*obj]{
+			Name:       o.finalizer,
+			Explainers: []k8ssource.Explainer{rec},
+			Unset:      func(o *obj) *obj { o.Status = reconciler.StatusUnset(); return o },
+		}
+	}
+	return k8ssource.New(cfg, p)
 }
 
 // stop stops the hive; a second call does nothing.

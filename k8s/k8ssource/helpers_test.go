@@ -169,14 +169,19 @@ func (c *crd) delete(t testing.TB, ns, name string) {
 
 // reconciled is the Reconciled condition of u, if any.
 func reconciled(u *unstructured.Unstructured) (metav1.Condition, bool) {
+	return conditionOfType(u, "Reconciled")
+}
+
+// conditionOfType is the condition of type typ of u, if any.
+func conditionOfType(u *unstructured.Unstructured, typ string) (metav1.Condition, bool) {
 	list, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, e := range list {
 		m, _ := e.(map[string]any)
-		if m["type"] != "Reconciled" {
+		if m["type"] != typ {
 			continue
 		}
 		var c metav1.Condition
-		c.Type = "Reconciled"
+		c.Type = typ
 		s, _ := m["status"].(string)
 		c.Status = metav1.ConditionStatus(s)
 		c.Reason, _ = m["reason"].(string)
@@ -230,9 +235,15 @@ func (c *crd) waitObject(t testing.TB, ns, name string, cond func(u *unstructure
 // and reason for its current generation, and returns it.
 func (c *crd) waitCondition(t testing.TB, ns, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
+	return c.waitConditionType(t, ns, name, "Reconciled", status, reason)
+}
+
+// waitConditionType is waitCondition for the condition of type typ.
+func (c *crd) waitConditionType(t testing.TB, ns, name, typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	t.Helper()
 	var got metav1.Condition
 	c.waitObject(t, ns, name, func(u *unstructured.Unstructured) bool {
-		cond, ok := reconciled(u)
+		cond, ok := conditionOfType(u, typ)
 		got = cond
 		return ok && cond.Status == status && cond.Reason == reason && cond.ObservedGeneration == u.GetGeneration()
 	})

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/converge-go/converge/source"
@@ -39,6 +41,41 @@ type ListerWatcher[T Object] struct {
 	// complete list) and every deleted key; the status writer's tracker
 	// forgets keys with it.
 	observe observer
+	// again are objects to be read again (reemit), by key, and more
+	// says there are some.
+	againMu sync.Mutex
+	again   map[string]T
+	more    chan struct{}
+}
+
+// reemit has the watch deliver obj again as an upsert of key, as if it
+// had changed: the finalizer reads an object being deleted a second
+// time, once its rows are in the table, so that it yields nothing.
+func (lw *ListerWatcher[T]) reemit(key string, obj T) {
+	lw.againMu.Lock()
+	defer lw.againMu.Unlock()
+	if lw.again == nil {
+		lw.again = map[string]T{}
+	}
+	lw.again[key] = obj
+	select {
+	case lw.more <- struct{}{}:
+	default:
+	}
+}
+
+// emitAgain delivers the objects reemit asked for.
+func (lw *ListerWatcher[T]) emitAgain(emit func(source.Event[T]) error) error {
+	lw.againMu.Lock()
+	again := lw.again
+	lw.again = nil
+	lw.againMu.Unlock()
+	for key, obj := range again {
+		if err := emit(source.Event[T]{Kind: source.Upsert, Key: key, Item: obj}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type observer interface {
@@ -71,6 +108,7 @@ func NewListerWatcher[T Object](c Client[T], o ListerWatcherOptions) *ListerWatc
 		o.PageSize = DefaultPageSize
 	}
 	lw := &ListerWatcher[T]{
+		more:     make(chan struct{}, 1),
 		client:   c,
 		opts:     metav1.ListOptions{LabelSelector: o.LabelSelector, FieldSelector: o.FieldSelector},
 		pageSize: o.PageSize,
@@ -89,6 +127,20 @@ func Key(o interface {
 		return ns + "/" + o.GetName()
 	}
 	return o.GetName()
+}
+
+// ResourceKey is a key for the table objects made from a Kubernetes
+// object that names its resource too: "<resource>.<group>/" and then Key
+// ("desiredfiles.files.example.converge.dev/default/motd";
+// "configmaps/default/motd" for the core group). Two resources that feed
+// one table never collide with it, as they do with Key alone: the same
+// namespace/name in both would be two rows, not one row that the second
+// source is refused.
+func ResourceKey(gr schema.GroupResource, o interface {
+	GetNamespace() string
+	GetName() string
+}) string {
+	return gr.String() + "/" + Key(o)
 }
 
 // List implements source.ListerWatcher.
@@ -158,12 +210,20 @@ func (lw *ListerWatcher[T]) Watch(ctx context.Context, resume string, emit func(
 		return watchError(resume, err)
 	}
 	defer w.Stop()
+	if err := lw.emitAgain(emit); err != nil {
+		return err
+	}
 	for {
 		var ev watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-lw.more:
+			if err := lw.emitAgain(emit); err != nil {
+				return err
+			}
+			continue
 		case ev, ok = <-w.ResultChan():
 		}
 		if !ok {

@@ -28,6 +28,10 @@ type Config[T Object, Obj comparable] struct {
 	// to it as a Reconciled condition; see StatusConfig.
 	Status *StatusConfig[T, Obj]
 
+	// Finalizer, when set, holds each object until the Deletes of its
+	// table objects have succeeded; see FinalizerConfig. It needs Status.
+	Finalizer *FinalizerConfig[Obj]
+
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
 	// Transform are set by New. Resync stays off by default: a watch that
@@ -54,6 +58,13 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 		return nil, fmt.Errorf("%w: Client.List and Client.Watch are required", source.ErrInvalidConfig)
 	case cfg.Transform == nil:
 		return nil, fmt.Errorf("%w: Transform is required", source.ErrInvalidConfig)
+	case cfg.Finalizer != nil && cfg.Status == nil:
+		return nil, fmt.Errorf("%w: Finalizer needs Status (its condition, its field manager)", source.ErrInvalidConfig)
+	}
+	if cfg.Finalizer != nil {
+		if err := cfg.Finalizer.validate(); err != nil {
+			return nil, err
+		}
 	}
 	lw := NewListerWatcher(cfg.Client, cfg.ListerWatcherOptions)
 	sc := cfg.Source
@@ -63,14 +74,23 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 	var w *statusWriter[T, Obj]
 	if cfg.Status != nil {
 		var err error
-		if w, err = newStatusWriter(*cfg.Status, sc.Table, p); err != nil {
+		if w, err = newStatusWriter(*cfg.Status, &sc, p); err != nil {
 			return nil, err
 		}
 		lw.observe = w.tracker
+		w.reemit = lw.reemit
 		sc.Transform = func(key string, obj T) ([]Obj, error) {
+			if w.fin != nil && obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, w.fin.cfg.Name) {
+				return w.finalTransform(key, obj, transform), nil
+			}
 			objs, err := transform(obj)
-			w.tracker.transformed(key, obj, err)
+			w.tracker.transformed(key, obj, objs, err)
 			return objs, err
+		}
+		if cfg.Finalizer != nil {
+			w.fin = &finalizing[T, Obj]{cfg: *cfg.Finalizer, pending: sc.Pending, staged: map[Obj]struct{}{}}
+			w.tracker.finalizer = cfg.Finalizer.Name
+			sc.Pending = w.fin.pendingFor
 		}
 	}
 	src, err := source.New(sc, p)

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/converge-go/converge/k8s/internal/apiservertest"
+	"github.com/converge-go/converge/k8s/apiservertest"
 	"github.com/converge-go/converge/source"
 )
 

@@ -6,8 +6,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	eventsv1 "k8s.io/client-go/kubernetes/typed/events/v1"
 
 	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
@@ -16,13 +18,15 @@ import (
 // Defaults of StatusConfig.
 const (
 	// DefaultFieldManager is the server-side apply field manager of the
-	// status writer.
+	// status writer, and the reporting controller of its Events.
 	DefaultFieldManager = "converge"
 	// DefaultMinInterval and DefaultBurst limit the writes of one object
 	// (a token bucket per object): DefaultBurst writes at once, then one
-	// per DefaultMinInterval. A status that flaps is written once a second,
-	// its latest state winning; a user's apply, wait, apply again is not
-	// slowed.
+	// per DefaultMinInterval. A status that flaps is written once a
+	// second, its latest state winning. The first condition of each new
+	// generation (its Reconciling, and the outcome that follows) is
+	// written at once and takes no token, so a user's apply, wait, apply
+	// again is never slowed.
 	DefaultMinInterval = time.Second
 	DefaultBurst       = 3
 	// DefaultWorkers is how many writes are in flight at once.
@@ -34,25 +38,36 @@ const (
 )
 
 // StatusConfig has the status writer reflect, into each Kubernetes
-// object's status subresource, the converge status of the table objects it
-// yields, as a condition of type Reconciled (see ConditionType and the
-// Reason constants):
+// object's status subresource, the converge status of the table objects
+// it yields, as one condition (ConditionType, "Reconciled" by default;
+// see the Reason constants):
 //
-//   - True when every one of its table objects is Done, with the
-//     generation they were made from as observedGeneration;
-//   - False with the error when an operation failed, or when Transform
-//     rejected the object (which keeps its former table objects);
-//   - unchanged while its objects are Pending: the old observedGeneration
-//     says the new generation is not reconciled yet.
+//   - True when every one of its table objects is Done, and the Deletes
+//     of those it no longer yields have succeeded; True too when it
+//     yields none (nothing to do);
+//   - False with the error when an operation failed (ReconcileFailed,
+//     CleanupFailed), or when Transform rejected the object
+//     (TransformFailed; it keeps its former table objects);
+//   - False (Reconciling) for a new object whose table objects are not
+//     reconciled yet; an object that has a condition keeps it while a
+//     new generation is reconciled: its observedGeneration says which
+//     generation it speaks of.
 //
-// It writes with server-side apply under its own field manager, so it
-// owns that one condition and nothing else (the CRD's status.conditions
-// must be a map list keyed by type, as for metav1.Condition), only when
-// the condition changes, at most Burst times at once and then once per
-// MinInterval per object. A
+// Its observedGeneration is always the generation of the object the
+// condition speaks of. It writes with server-side apply under its own
+// field manager, so it owns that condition (and Stalled and
+// status.observedGeneration when asked) and nothing else, only when the
+// condition changes, rate limited per object. Before its first write it
+// checks, with a dry-run apply, that the resource has a status
+// subresource and that status.conditions is a map list keyed by type: if
+// not, its health says so and names the CRD, and it writes nothing. A
 // conflict is retried quietly and a deleted object forgotten; any other
 // failure, Forbidden included, is the job's health error and names the
 // resource and object.
+//
+// The writer reads only the table objects this source's Transform
+// yielded for the object (by primary key, and equal by Source.Equal to
+// what it yielded), never another writer's row of the same key.
 type StatusConfig[T Object, Obj comparable] struct {
 	// Client and Resource address the status subresource. Required.
 	Client   dynamic.Interface
@@ -65,14 +80,26 @@ type StatusConfig[T Object, Obj comparable] struct {
 	// DefaultFieldManager.
 	FieldManager string
 
+	// ConditionType is the condition's type. Default
+	// DefaultConditionType. For kstatus (kubectl's, Flux's and Argo CD's
+	// health checks) set "Ready", with ObservedGeneration and Stalled.
+	ConditionType string
+	// ObservedGeneration also writes status.observedGeneration, the
+	// generation the condition speaks of, which kstatus compares with
+	// metadata.generation: a newer generation reads InProgress.
+	ObservedGeneration bool
+	// Stalled also writes a Stalled condition, True, while the object
+	// fails (ReconcileFailed, TransformFailed, CleanupFailed), and removes
+	// it once it does not: kstatus reads it as Failed.
+	Stalled bool
+
 	// ItemKey returns the key (Key: "namespace/name") of the Kubernetes
 	// object a table object was made from. Required.
 	ItemKey func(obj Obj) string
-	// Generation returns the metadata.generation of the Kubernetes object
-	// a table object was made from: Transform copies it into the object,
-	// and Config.Source.Equal compares it, so that a new generation is
-	// reconciled (and reported) even when its content is unchanged.
-	// Required.
+	// Generation is not used any more: the generation comes from the
+	// object Transform was given.
+	//
+	// Deprecated: leave it nil.
 	Generation func(obj Obj) int64
 	// GetObjectStatus returns the reconciler's status in a table object,
 	// as in reconciler.Config. Required.
@@ -80,8 +107,10 @@ type StatusConfig[T Object, Obj comparable] struct {
 
 	// Conditions reads the conditions a Kubernetes object carries now,
 	// so that only a change is written (and a condition another writer
-	// overwrote is restored). nil reads status.conditions, which works
-	// for *unstructured.Unstructured; typed objects must set it.
+	// overwrote is restored). nil reads status.conditions (and
+	// status.observedGeneration) of the object, converted to
+	// unstructured form when it is typed. It cannot be combined with
+	// ObservedGeneration.
 	Conditions func(obj T) []metav1.Condition
 
 	// Owns reports whether this replica writes the status of the object
@@ -95,6 +124,20 @@ type StatusConfig[T Object, Obj comparable] struct {
 	// change.
 	OwnsChanged func() <-chan struct{}
 
+	// Events, when set, records an Event (events.k8s.io/v1) on the object
+	// at each change of its condition's reason or generation: Normal
+	// Reconciled, Warning ReconcileFailed, TransformFailed or
+	// CleanupFailed. They are rate limited per object (EventBurst, then
+	// one per EventInterval) and, through client-go's events library,
+	// repeats are folded into a series. Typically
+	// clientset.EventsV1(). It needs create and patch on
+	// events.events.k8s.io.
+	Events eventsv1.EventsV1Interface
+
+	// Metrics receives the writer's measurements. nil:
+	// Params.DefaultMetrics if it implements Metrics, else none.
+	Metrics Metrics
+
 	// MinInterval, Burst, Workers, BackoffMin, BackoffMax: see the
 	// defaults.
 	MinInterval            time.Duration
@@ -106,6 +149,9 @@ type StatusConfig[T Object, Obj comparable] struct {
 func (c *StatusConfig[T, Obj]) setDefaults() {
 	if c.FieldManager == "" {
 		c.FieldManager = DefaultFieldManager
+	}
+	if c.ConditionType == "" {
+		c.ConditionType = DefaultConditionType
 	}
 	if c.MinInterval == 0 {
 		c.MinInterval = DefaultMinInterval
@@ -135,26 +181,42 @@ func (c *StatusConfig[T, Obj]) validate() error {
 		return bad("APIVersion and Kind are required")
 	case c.ItemKey == nil:
 		return bad("ItemKey is required")
-	case c.Generation == nil:
-		return bad("Generation is required")
 	case c.GetObjectStatus == nil:
 		return bad("GetObjectStatus is required")
+	case c.ConditionType == StalledConditionType && c.Stalled:
+		return bad("ConditionType must not be Stalled when Stalled is set")
+	case c.Conditions != nil && c.ObservedGeneration:
+		return bad("Conditions cannot read status.observedGeneration: leave it nil with ObservedGeneration")
 	case c.MinInterval < 0 || c.Burst < 0 || c.Workers < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
 		return bad("MinInterval, Burst, Workers, BackoffMin must not be negative, BackoffMax not below BackoffMin")
 	}
 	return nil
 }
 
-// conditionsReader returns how the tracker finds the Reconciled
-// condition of an object.
-func (c *StatusConfig[T, Obj]) conditionsReader() (func(T) (condition, bool), error) {
+func (c *StatusConfig[T, Obj]) fields() *statusFields {
+	return &statusFields{
+		apiVersion: c.APIVersion, kind: c.Kind, conditionType: c.ConditionType,
+		stalled: c.Stalled, observedGeneration: c.ObservedGeneration,
+	}
+}
+
+// observer returns how the tracker reads the writer's fields from an
+// object.
+func (c *StatusConfig[T, Obj]) observer() func(T) observed {
+	typ := c.ConditionType
 	if c.Conditions != nil {
 		get := c.Conditions
-		return func(o T) (condition, bool) { return fromMetav1(get(o)) }, nil
+		return func(o T) observed { return fromMetav1(get(o), typ) }
 	}
 	var zero T
-	if _, ok := any(zero).(*unstructured.Unstructured); !ok {
-		return nil, fmt.Errorf("%w: Status.Conditions is required for %T", source.ErrInvalidConfig, zero)
+	if _, ok := any(zero).(*unstructured.Unstructured); ok {
+		return func(o T) observed { return fromUnstructured(any(o).(*unstructured.Unstructured).Object, typ) }
 	}
-	return func(o T) (condition, bool) { return unstructuredCondition(any(o).(*unstructured.Unstructured)) }, nil
+	return func(o T) observed {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+		if err != nil {
+			return observed{} // written again: the writer knows no better
+		}
+		return fromUnstructured(u, typ)
+	}
 }

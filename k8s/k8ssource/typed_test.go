@@ -15,7 +15,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/converge-go/converge/k8s/internal/apiservertest"
+	"github.com/converge-go/converge/k8s/apiservertest"
 	"github.com/converge-go/converge/k8s/k8ssource"
 	"github.com/converge-go/converge/source"
 )

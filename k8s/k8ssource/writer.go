@@ -1,31 +1,18 @@
 package k8ssource
 
 import (
-	"cmp"
 	"context"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
-	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 )
 
-// rowState is what the writer keeps of one table object: enough to
-// compute its Kubernetes object's condition without reading the table.
-type rowState struct {
-	kind reconciler.StatusKind
-	err  string
-	gen  int64
-}
-
 // keyState is the writer's bookkeeping of one Kubernetes object.
 type keyState struct {
-	rows       map[string]rowState // by the table object's primary key
 	inflight   bool
 	lastWrite  time.Time
 	tokens     float64   // write tokens left right after lastWrite
@@ -34,30 +21,63 @@ type keyState struct {
 	written    condition
 	hasWritten bool
 	err        error // the current failure, for health; nil for conflicts
+	events     eventState
+	// cleanupErr is why Deletes of its retired rows fail ("" when none
+	// does); cleanupWait, while not closed, says the last check is still
+	// current; reemitted that the staged object was read again.
+	cleanupErr  string
+	cleanupWait <-chan struct{}
+	reemitted   bool
+	// finalizerRV is the resourceVersion the last successful patch of the
+	// finalizer was made at: not patched again before the object changes.
+	finalizerRV string
 }
 
 // writeResult is what a worker reports back to the loop.
-type writeResult struct {
-	key  string
-	cond condition
-	err  error
+type writeResult[Obj comparable] struct {
+	key   string
+	cond  condition
+	check bool         // a dry-run apply that checks the resource (check.go)
+	err   error        // the apply's
+	unfit error        // check: what is wrong with the resource
+	ref   *eventTarget // the object as the server answered, for Events
+	took  time.Duration
+	// finalizer: a patch of the finalizer, made at rv; cleanup: a check
+	// of the Deletes of retired rows (cleanup.go).
+	finalizer bool
+	rv        string
+	cleanup   *cleanupResult[Obj]
 }
 
-// statusWriter is the job that writes Reconciled conditions. Its loop
-// owns every keyState; workers only send an apply and report.
+// statusWriter is the job that writes the conditions. Its loop owns
+// every keyState; workers only send an apply and report.
 type statusWriter[T Object, Obj comparable] struct {
 	cfg     StatusConfig[T, Obj]
+	fields  *statusFields
 	db      *statedb.DB
 	table   statedb.Table[Obj]
 	log     *slog.Logger
-	tracker *tracker[T]
-	keys    map[string]*keyState
+	tracker *tracker[T, Obj]
+	metrics StatusMetrics
+	events  *eventSink
+	// fin is the finalizer's state (nil without one); reemit has the
+	// source read an object again (ListerWatcher.reemit).
+	fin    *finalizing[T, Obj]
+	reemit func(key string, obj T)
+	keys   map[string]*keyState
 	// dirty are the keys whose condition must be looked at again.
 	dirty    map[string]struct{}
 	inflight int
 	health   cell.Health
 	// stats count what the writer did, for its health message.
 	stats writerStats
+	// fit: the resource was found fit for the writes (check.go);
+	// checking: a check is in flight; fitErr why it is not fit (or could
+	// not be checked), checkAt when to check again.
+	fit, checking bool
+	fitErr        error
+	checkAt       time.Time
+	checkAttempts int
 }
 
 // writerStats counts what the writer did.
@@ -65,27 +85,39 @@ type writerStats struct {
 	Writes, Conflicts, NotFound, Failures uint64
 }
 
-func newStatusWriter[T Object, Obj comparable](cfg StatusConfig[T, Obj], table statedb.RWTable[Obj], p source.Params) (*statusWriter[T, Obj], error) {
+func newStatusWriter[T Object, Obj comparable](cfg StatusConfig[T, Obj], sc *source.Config[T, Obj], p source.Params) (*statusWriter[T, Obj], error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if table == nil {
+	if sc.Table == nil {
 		return nil, errTableRequired
 	}
-	conds, err := cfg.conditionsReader()
-	if err != nil {
-		return nil, err
+	if sc.Equal == nil {
+		return nil, errEqualRequired
 	}
-	return &statusWriter[T, Obj]{
+	w := &statusWriter[T, Obj]{
 		cfg:     cfg,
+		fields:  cfg.fields(),
 		db:      p.DB,
-		table:   table,
+		table:   sc.Table,
 		log:     p.Log.With("k8s-status", cfg.Resource.Resource),
-		tracker: newTracker(conds),
+		tracker: newTracker(cfg.observer(), sc.Table, sc.Equal),
 		keys:    map[string]*keyState{},
 		dirty:   map[string]struct{}{},
-	}, nil
+		metrics: nopStatusMetrics{},
+	}
+	m := cfg.Metrics
+	if m == nil {
+		m, _ = p.DefaultMetrics.(Metrics)
+	}
+	if m != nil {
+		w.metrics = m.StatusWriter(source.ID{ModuleID: p.ModuleID.String(), Name: sc.Name})
+	}
+	if cfg.Events != nil {
+		w.events = newEventSink(cfg.Events, cfg.FieldManager)
+	}
+	return w, nil
 }
 
 func (w *statusWriter[T, Obj]) state(key string) *keyState {
@@ -108,7 +140,11 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 		return err
 	}
 	defer changes.Close()
-	results := make(chan writeResult, w.cfg.Workers)
+	if w.events != nil {
+		w.events.start()
+		defer w.events.stop()
+	}
+	results := make(chan writeResult[Obj], w.cfg.Workers+1)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	health.OK("OK, no status written yet")
@@ -117,18 +153,23 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 		if ownsChanged == nil && w.cfg.OwnsChanged != nil {
 			ownsChanged = w.cfg.OwnsChanged()
 		}
-		seq, watch := changes.Next(w.db.ReadTxn())
+		txn := w.db.ReadTxn()
+		seq, watch := changes.Next(txn)
 		for ch := range seq {
-			w.change(ch)
+			key := w.cfg.ItemKey(ch.Object)
+			w.dirty[key] = struct{}{}
+			if ch.Deleted && w.fin != nil {
+				w.tracker.rowDeleted(key, ch.Object, ch.Revision)
+			}
 		}
 		for key := range w.tracker.takeDirty() {
-			// The object's condition changed (or its Transform result):
-			// what it carries now is the truth, not what was last written,
-			// so a condition someone else changed is written again.
+			// The object changed (or its Transform result): what it
+			// carries now is the truth, not what was last written, so a
+			// condition someone else changed is written again.
 			w.state(key).hasWritten = false
 			w.dirty[key] = struct{}{}
 		}
-		next := w.dispatch(ctx, results)
+		next := w.dispatch(ctx, w.db.ReadTxn(), results)
 		timer.Reset(max(time.Until(next), 0))
 		select {
 		case <-ctx.Done():
@@ -141,7 +182,7 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 		case <-timer.C:
 		case <-ownsChanged:
 			ownsChanged = nil
-			for key := range w.keys {
+			for _, key := range w.tracker.keys() {
 				w.dirty[key] = struct{}{}
 			}
 		case r := <-results:
@@ -151,133 +192,92 @@ func (w *statusWriter[T, Obj]) run(ctx context.Context, health cell.Health) erro
 	}
 }
 
-// change applies one table change to the bookkeeping.
-func (w *statusWriter[T, Obj]) change(ch statedb.Change[Obj]) {
-	key := w.cfg.ItemKey(ch.Object)
-	pk, ok := w.table.PrimaryIndexer().ObjectToKey(ch.Object)
-	if !ok {
-		return
-	}
-	ks := w.state(key)
-	if ch.Deleted {
-		delete(ks.rows, string(pk))
-		if len(ks.rows) == 0 && !ks.inflight {
-			delete(w.keys, key)
-			return
-		}
-		w.dirty[key] = struct{}{}
-		return
-	}
-	st := w.cfg.GetObjectStatus(ch.Object)
-	if ks.rows == nil {
-		ks.rows = map[string]rowState{}
-	}
-	ks.rows[string(pk)] = rowState{kind: st.Kind, err: st.Error, gen: w.cfg.Generation(ch.Object)}
-	w.dirty[key] = struct{}{}
-}
-
 // dispatch starts the writes that are due, and returns when the next
 // postponed one is.
-func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, results chan<- writeResult) time.Time {
+func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn, results chan<- writeResult[Obj]) time.Time {
 	now := time.Now()
 	next := now.Add(time.Hour)
+	if !w.fit && (w.checking || w.checkAt.After(now)) {
+		if !w.checking {
+			next = w.checkAt
+		}
+		return next
+	}
 	for key := range w.dirty {
 		ks := w.keys[key]
 		if ks == nil {
-			delete(w.dirty, key)
-			continue
+			ks = w.state(key)
 		}
 		if ks.inflight {
 			continue // finish marks it dirty again
 		}
-		due := w.rateDue(ks, now)
-		if ks.notBefore.After(due) {
-			due = ks.notBefore
-		}
-		if due.After(now) {
-			if due.Before(next) {
-				next = due
-			}
+		if ks.notBefore.After(now) {
+			next = earlier(next, ks.notBefore)
 			continue
+		}
+		p := w.desired(txn, key, ks, now)
+		if p.forget {
+			delete(w.dirty, key)
+			delete(w.keys, key)
+			continue
+		}
+		if p.act == actNone {
+			delete(w.dirty, key)
+			continue
+		}
+		if p.act == actWrite && !w.exempt(ks, p.cond) {
+			if due := w.rateDue(ks, now); due.After(now) {
+				next = earlier(next, due)
+				continue
+			}
 		}
 		if w.inflight >= w.cfg.Workers {
 			return next // a result wakes the loop before any timer
 		}
 		delete(w.dirty, key)
-		cond, write := w.desired(key, ks, now)
-		if !write {
-			continue
-		}
 		ks.inflight = true
 		w.inflight++
-		go func() { results <- writeResult{key: key, cond: cond, err: w.apply(ctx, key, cond)} }()
+		if p.act == actWrite && !w.fit {
+			// The first write waits for the check of the resource, which
+			// is a dry run of that same write.
+			w.checking = true
+			go func() { results <- w.check(ctx, key, p.cond) }()
+			return next
+		}
+		go func() { results <- w.act(ctx, key, p) }()
 	}
 	return next
 }
 
-// desired computes the condition of key and whether it must be written.
-func (w *statusWriter[T, Obj]) desired(key string, ks *keyState, now time.Time) (condition, bool) {
-	if w.cfg.Owns != nil && !w.cfg.Owns(key) {
-		ks.hasWritten = false
-		return condition{}, false
+// act carries out plan p for key, on a worker.
+func (w *statusWriter[T, Obj]) act(ctx context.Context, key string, p plan[Obj]) writeResult[Obj] {
+	switch p.act {
+	case actCheck:
+		return w.checkCleanup(ctx, key, p.check)
+	case actAddFinalizer, actRemoveFinalizer:
+		r := w.patchFinalizer(ctx, key, p.rv, p.act == actAddFinalizer)
+		r.rv = p.rv
+		return r
 	}
-	item := w.tracker.get(key)
-	var c condition
-	switch {
-	case item.failed:
-		c = condition{Status: "False", Reason: ReasonTransformFailed, Message: item.failErr, ObservedGeneration: item.failGen}
-	case len(ks.rows) == 0:
-		// Nothing to report (the object yields nothing, or is gone), or
-		// its objects are not committed yet: their change brings it back.
-		delete(w.keys, key)
-		return condition{}, false
-	default:
-		var ok bool
-		if c, ok = fromRows(ks.rows); !ok {
-			return condition{}, false
-		}
-	}
-	if item.hasSeen && item.seen.same(c) {
-		return condition{}, false
-	}
-	if ks.hasWritten && ks.written.same(c) {
-		return condition{}, false
-	}
-	c.LastTransitionTime = now
-	if item.hasSeen && item.seen.Status == c.Status {
-		c.LastTransitionTime = item.seen.LastTransitionTime
-	}
-	return c, true
+	return w.write(ctx, key, p.cond)
 }
 
-// fromRows is the condition of a Kubernetes object whose table objects
-// are rows; false while one of them waits to be reconciled. A failure
-// is reported before an Unset row, which is never reported as reconciled.
-func fromRows(rows map[string]rowState) (condition, bool) {
-	gen := int64(-1)
-	var errs []string
-	unset := false
-	for _, r := range rows {
-		switch r.kind {
-		case reconciler.StatusKindPending, reconciler.StatusKindRefreshing:
-			return condition{}, false
-		case reconciler.StatusKindError:
-			errs = append(errs, r.err)
-		case reconciler.StatusKindUnset:
-			unset = true
-		}
-		if gen < 0 || r.gen < gen {
-			gen = r.gen
-		}
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
 	}
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: truncate(strings.Join(errs, "; ")), ObservedGeneration: gen}, true
+	return a
+}
+
+// exempt reports whether writing c to ks takes no token: the first
+// condition of a new generation (its Reconciling, and the outcome that
+// follows), so that a user's apply, wait, apply again is never paced.
+func (w *statusWriter[T, Obj]) exempt(ks *keyState, c condition) bool {
+	if !ks.hasWritten && ks.lastWrite.IsZero() {
+		return true // the tokens are full anyway
 	}
-	if unset {
-		return condition{Status: "False", Reason: ReasonNotReconciled, Message: "not to be reconciled yet (status Unset)", ObservedGeneration: gen}, true
-	}
-	return condition{Status: "True", Reason: ReasonReconciled, Message: "reconciled", ObservedGeneration: gen}, true
+	return c.ObservedGeneration > ks.written.ObservedGeneration ||
+		(c.ObservedGeneration == ks.written.ObservedGeneration && ks.written.Reason == ReasonReconciling && c.Reason != ReasonReconciling)
 }
 
 // tokens returns the write tokens of ks at now: one more per
@@ -304,24 +304,4 @@ func (w *statusWriter[T, Obj]) nextBackoff(attempts int) time.Duration {
 		d *= 2
 	}
 	return min(d, w.cfg.BackoffMax)
-}
-
-// sortedErrors returns the current failures, by key.
-func (w *statusWriter[T, Obj]) sortedErrors() []error {
-	type ke struct {
-		key string
-		err error
-	}
-	var all []ke
-	for k, ks := range w.keys {
-		if ks.err != nil {
-			all = append(all, ke{k, ks.err})
-		}
-	}
-	slices.SortFunc(all, func(a, b ke) int { return cmp.Compare(a.key, b.key) })
-	out := make([]error, len(all))
-	for i, e := range all {
-		out[i] = e.err
-	}
-	return out
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,16 +20,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
-// The agent against a real API server: kubectl apply, kubectl wait
-// --for=condition=Reconciled, the printer columns of kubectl get, a
-// DesiredFile that fails validation, an update and a delete.
-func TestEndToEnd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// startAgent installs the CRD (and Events) and starts the agent on a
+// directory of its own, which it returns.
+func startAgent(t *testing.T) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var crd apiextensionsv1.CustomResourceDefinition
 	if err := yaml.UnmarshalStrict(CRD, &crd); err != nil {
@@ -36,31 +39,58 @@ func TestEndToEnd(t *testing.T) {
 	if err := srv.InstallCRD(ctx, &crd); err != nil {
 		t.Fatal(err)
 	}
+	if err := srv.InstallEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	log := hivetest.Logger(t, hivetest.LogLevel(slog.LevelError))
 	h := newHive(agentConfig{Dir: dir, Rest: srv.Config()})
 	if err := h.Start(log, ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := h.Stop(log, context.Background()); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+	return dir
+}
+
+// runs numbers the tests' runs (-count): each uses namespaces of its
+// own, since the server outlives a run.
+var runs atomic.Int64
+
+// namespace returns a namespace name no other run uses.
+func namespace(prefix string) string { return fmt.Sprintf("%s-%d", prefix, runs.Add(1)) }
+
+// files is the DesiredFiles of namespace ns.
+func files(t *testing.T, ns string) dynamic.ResourceInterface {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := dyn.Resource(desiredFiles).Namespace("default")
+	return dyn.Resource(desiredFiles).Namespace(ns)
+}
 
-	// kubectl apply -f motd.yaml; kubectl wait --for=condition=Reconciled
+// The agent against a real API server: kubectl apply, kubectl wait
+// --for=condition=Ready, the printer columns of kubectl get, a
+// DesiredFile that fails validation, an update and a delete.
+func TestEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := startAgent(t)
+	ns := namespace("e2e")
+	files := files(t, ns)
+
+	// kubectl apply -f motd.yaml; kubectl wait --for=condition=Ready
 	kubectlApply(t, files, "motd", "motd", "hello\n")
-	waitReconciled(t, files, "motd", "True", "Reconciled")
-	wantFile(t, dir, "motd", "hello\n")
+	waitReady(t, files, "motd", "True", "Reconciled")
+	wantFile(t, dir, ns+"/motd", "hello\n")
 
 	// kubectl get desiredfiles: the printer columns show the condition.
-	cols, rows := kubectlGet(t, srv.Config(), "/apis/files.example.converge.dev/v1/namespaces/default/desiredfiles")
-	if !slices.Equal(cols, []string{"Name", "Path", "Reconciled", "Reason", "Age"}) {
+	cols, rows := kubectlGet(t, srv.Config(), "/apis/files.example.converge.dev/v1/namespaces/"+ns+"/desiredfiles")
+	if !slices.Equal(cols, []string{"Name", "Path", "Ready", "Reason", "Age"}) {
 		t.Fatalf("columns %v", cols)
 	}
 	if r := rows["motd"]; len(r) < 4 || r[1] != "motd" || r[2] != "True" || r[3] != "Reconciled" {
@@ -70,46 +100,78 @@ func TestEndToEnd(t *testing.T) {
 	// A DesiredFile whose spec the agent rejects: its condition says why,
 	// and nothing is written.
 	kubectlApply(t, files, "escape", "../etc/passwd", "x")
-	cond := waitReconciled(t, files, "escape", "False", "TransformFailed")
-	if !strings.Contains(cond["message"].(string), "spec.path must be a plain file name") {
-		t.Fatalf("message %q", cond["message"])
+	cond := waitReady(t, files, "escape", "False", "TransformFailed")
+	if msg := cond["message"].(string); !strings.Contains(msg, `"../etc/passwd"`) || !strings.Contains(msg, "spec.path must be a plain file name") {
+		t.Fatalf("message %q", msg)
 	}
 
 	// A new generation is reconciled and reported as such.
 	kubectlApply(t, files, "motd", "motd", "hello again\n")
-	cond = waitReconciled(t, files, "motd", "True", "Reconciled")
+	cond = waitReady(t, files, "motd", "True", "Reconciled")
 	if cond["observedGeneration"] != int64(2) {
 		t.Fatalf("observedGeneration %v, want 2", cond["observedGeneration"])
 	}
-	wantFile(t, dir, "motd", "hello again\n")
+	wantFile(t, dir, ns+"/motd", "hello again\n")
 
-	// kubectl delete: the file goes.
+	// kubectl delete: the file goes, then (its finalizer removed) the
+	// object.
 	if err := files.Delete(ctx, "motd", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitNoFile(t, dir, "motd")
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+	waitNoFile(t, dir, ns+"/motd")
+	waitGone(t, files, "motd")
+	if entries, _ := os.ReadDir(filepath.Join(dir, ns)); len(entries) != 0 {
 		t.Fatalf("directory not empty: %v", entries)
 	}
 }
 
-// kubectlApply is kubectl apply --server-side of a DesiredFile.
-func kubectlApply(t *testing.T, r dynamic.ResourceInterface, name, path, content string) {
+// waitGone is kubectl wait --for=delete: it watches the object until it
+// is deleted for good.
+func waitGone(t *testing.T, r dynamic.ResourceInterface, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	l, err := r.List(ctx, metav1.ListOptions{FieldSelector: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) == 0 {
+		return
+	}
+	w, err := r.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: l.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			return
+		}
+	}
+	t.Fatalf("%s is still there", name)
+}
+
+// kubectlApply is kubectl apply --server-side of a DesiredFile, and
+// returns the object as the server answered.
+func kubectlApply(t *testing.T, r dynamic.ResourceInterface, name, path, content string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "files.example.converge.dev/v1", "kind": "DesiredFile",
 		"metadata": map[string]any{"name": name},
 		"spec":     map[string]any{"path": path, "content": content},
 	}}
-	if _, err := r.Apply(context.Background(), name, u, metav1.ApplyOptions{FieldManager: "kubectl"}); err != nil {
+	got, err := r.Apply(context.Background(), name, u, metav1.ApplyOptions{FieldManager: "kubectl"})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return got
 }
 
-// waitReconciled is kubectl wait --for=condition=Reconciled (with the
-// status and reason given): it watches the object until its Reconciled
-// condition matches, for its current generation, and returns it.
-func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, reason string) map[string]any {
+// waitReady is kubectl wait --for=condition=Ready (with the status and
+// reason given): it watches the object until its Ready condition
+// matches, for its current generation, and returns it.
+func waitReady(t *testing.T, r dynamic.ResourceInterface, name, status, reason string) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,7 +189,7 @@ func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, rea
 		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 		for _, c := range conds {
 			m := c.(map[string]any)
-			if m["type"] != "Reconciled" {
+			if m["type"] != "Ready" {
 				continue
 			}
 			last = m
@@ -136,7 +198,7 @@ func waitReconciled(t *testing.T, r dynamic.ResourceInterface, name, status, rea
 			}
 		}
 	}
-	t.Fatalf("%s: condition Reconciled=%s/%s never came; last %v", name, status, reason, last)
+	t.Fatalf("%s: condition Ready=%s/%s never came; last %v", name, status, reason, last)
 	return nil
 }
 

@@ -1,14 +1,16 @@
 // Command desiredfile is a converge agent driven by a Kubernetes custom
 // resource: it keeps a directory holding one file per DesiredFile object
-// (crd.yaml), and writes each object's Reconciled condition back, so that
+// (crd.yaml), at <namespace>/<spec.path>, and writes each object's Ready
+// condition back (with status.observedGeneration, and Stalled while it
+// fails, which kstatus reads), so that
 //
 //	kubectl apply -f crd.yaml
 //	kubectl apply -f motd.yaml
-//	kubectl wait --for=condition=Reconciled desiredfile/motd
+//	kubectl wait --for=condition=Ready desiredfile/motd
 //	kubectl get desiredfiles
 //
-// shows, in its Reconciled and Reason columns, whether each file is
-// written, and why not when it is not. Run it with
+// shows, in its Ready and Reason columns, whether each file is written,
+// and why not when it is not. Run it with
 //
 //	go run ./example/desiredfile --kubeconfig ~/.kube/config --dir /tmp/files
 //
@@ -30,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -66,13 +69,19 @@ func agentCell(cfg agentConfig) cell.Cell {
 			if err != nil {
 				return err
 			}
-			if err := reconciler.Register(reconciler.Config[*File]{
+			cs, err := kubernetes.NewForConfig(cfg.Rest)
+			if err != nil {
+				return err
+			}
+			events := cs.EventsV1()
+			rec, err := reconciler.New(reconciler.Config[*File]{
 				Table:           files,
 				GetObjectStatus: func(f *File) reconciler.Status { return f.Status },
 				SetObjectStatus: func(f *File, s reconciler.Status) *File { f.Status = s; return f },
 				CloneObject:     func(f *File) *File { c := *f; return &c },
 				Operations:      fileOps{dir: cfg.Dir},
-			}, rp); err != nil {
+			}, rp)
+			if err != nil {
 				return err
 			}
 			return k8ssource.Register(k8ssource.Config[*unstructured.Unstructured, *File]{
@@ -81,10 +90,20 @@ func agentCell(cfg agentConfig) cell.Cell {
 				Status: &k8ssource.StatusConfig[*unstructured.Unstructured, *File]{
 					Client: dyn, Resource: desiredFiles,
 					APIVersion: "files.example.converge.dev/v1", Kind: "DesiredFile",
-					FieldManager:    "desiredfile-agent",
-					ItemKey:         func(f *File) string { return f.Key },
-					Generation:      func(f *File) int64 { return f.Generation },
-					GetObjectStatus: func(f *File) reconciler.Status { return f.Status },
+					FieldManager:       "desiredfile-agent",
+					ConditionType:      "Ready",
+					ObservedGeneration: true,
+					Stalled:            true,
+					ItemKey:            func(f *File) string { return f.Namespace + "/" + f.Name },
+					GetObjectStatus:    func(f *File) reconciler.Status { return f.Status },
+					Events:             events,
+				},
+				// A DesiredFile being deleted stays until its file is
+				// removed: a failure to remove it shows in its condition.
+				Finalizer: &k8ssource.FinalizerConfig[*File]{
+					Name:       "files.example.converge.dev/cleanup",
+					Explainers: []k8ssource.Explainer{rec},
+					Unset:      func(f *File) *File { f.Status = reconciler.StatusUnset(); return f },
 				},
 				Source: source.Config[*unstructured.Unstructured, *File]{
 					Name:    "desiredfiles",

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/converge-go/converge/k8s/internal/apiservertest"
+	"github.com/converge-go/converge/k8s/apiservertest"
 )
 
 // One API server serves every test of the package.

@@ -12,11 +12,10 @@ import (
 // fineClock wakes the loop at a deadline with the kernel's timer
 // precision. When Go's runtime has nothing to run it sleeps in epoll_wait,
 // whose timeout is in whole milliseconds, rounded up: a time.Timer due in
-// 300µs fires about a millisecond later (600µs late at the median, for
-// waits under a millisecond, on an idle 2-core machine). A timerfd in the
-// same netpoller ends that sleep when it is due (45µs late at the
-// median). The round limiter's waits are that short, and a change that
-// comes while rounds are paced waits them out.
+// less than a millisecond fires up to a millisecond late. A timerfd in the
+// same netpoller ends that sleep when it is due. The round limiter's waits
+// are that short, and a change that comes while rounds are paced waits
+// them out. (How late each is: benchmarks/README.md, the round timer.)
 type fineClock struct {
 	fd   int
 	file *os.File

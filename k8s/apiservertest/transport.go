@@ -146,10 +146,14 @@ func (t *switchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if rt == nil {
 		return nil, errNoServer
 	}
+	if resp, err := t.discovery(req, host, token, rt); resp != nil || err != nil {
+		return resp, err
+	}
 	out := req.Clone(req.Context())
 	out.URL.Host = host
 	out.Host = host
 	out.Header.Set("Authorization", "Bearer "+token)
+	strategicToMerge(out)
 	resp, err := rt.RoundTrip(out)
 	if err != nil || req.URL.Query().Get("watch") != "true" {
 		return resp, err

@@ -1,19 +1,44 @@
 // Package apiservertest runs a real Kubernetes API server inside a test
-// process: the generic API server of k8s.io/apiextensions-apiserver, which
-// serves CustomResourceDefinitions and custom resources with the watch
-// cache, resourceVersions, validation and the status subresource, over an
-// embedded etcd on 127.0.0.1.
+// process, for testing controllers (converge's or anyone's) against the
+// genuine article rather than a fake clientset: the generic API server of
+// k8s.io/apiextensions-apiserver, which serves CustomResourceDefinitions
+// and custom resources with the watch cache, resourceVersions and 410
+// Gone, validation, server-side apply, finalizers and the status
+// subresource, over an embedded etcd on 127.0.0.1. Nothing is downloaded
+// or installed: no etcd or kube-apiserver binary, unlike envtest.
 //
-// The server is started with the flags of apiextensions-apiserver's own
-// integration fixtures: the authentication lookup skipped, a placeholder
-// kubeconfig, priority-and-fairness off, and no admission plugin that would
-// call a kube-apiserver.
+//	func TestMain(m *testing.M) { os.Exit(apiservertest.RunTests(m, &srv)) }
 //
-// Clients get a rest.Config whose transport follows the server across
-// Stop and Start (a restarted server has a new port and a new loopback
-// token), and through which a test can inject a response (a 403, a 409)
-// for the requests it chooses. Nothing here skips: a test that cannot
-// start the server fails.
+//	func TestMyController(t *testing.T) {
+//		if err := srv.InstallCRDFiles(ctx, "config/crd/widgets.yaml"); err != nil { ... }
+//		cfg := srv.Config() // a *rest.Config for client-go, controller-runtime, ...
+//		...
+//	}
+//
+// What it serves: the CRDs a test installs (CRD, InstallCRD,
+// InstallCRDFiles), and on request Leases (InstallLeases) and
+// events.k8s.io Events (InstallEvents), served as custom resources of
+// their real group, version and kind. Discovery answers for /api (an
+// empty core group) and /apis, so clients that discover every group
+// first, such as controller-runtime's client with its default
+// RESTMapper, work. What it does not serve: the core group's resources
+// (Pods, ConfigMaps, Namespaces: a namespace need not exist to be used),
+// controllers (no garbage collection, no namespace deletion), admission
+// webhooks, and authorization: every request is allowed, so RBAC is not
+// tested here.
+//
+// Clients get a rest.Config (Config) whose transport follows the server
+// across StopAPI and StartAPI (a restarted server has a new port and a
+// new loopback token), through which a test can inject a response (a
+// 403, a 409) for the requests it chooses (Inject), cut every watch
+// (CutWatches), or cut one client off (NewLink, Link.Blackhole). A test
+// can also write objects straight into etcd (PutRaw), compact its
+// history (Compact) to provoke a 410 Gone, and stop and start the API
+// server while etcd keeps the data.
+//
+// Start one server per test binary and share it (RunTests): it takes a
+// few seconds to start. Each test uses a CRD or a namespace of its own.
+// Nothing here skips: a test that cannot start the server fails.
 package apiservertest
 
 import (
@@ -21,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -199,13 +225,19 @@ func (s *Server) StopAPI() {
 
 // Config returns a client configuration for the server, with a high QPS
 // limit: client-go's default of 5 requests per second would be the
-// bottleneck of every test. Each call returns a new copy.
-func (s *Server) Config() *rest.Config {
+// bottleneck of every test. Its content type is JSON: custom resources
+// (Leases and Events here too) do not speak protobuf, which typed
+// clientsets of built-in kinds would send otherwise. Each call returns a
+// new copy.
+func (s *Server) Config() *rest.Config { return newConfig(s.transport) }
+
+func newConfig(rt http.RoundTripper) *rest.Config {
 	return &rest.Config{
-		Host:      "https://apiserver.test",
-		Transport: s.transport,
-		QPS:       10000,
-		Burst:     10000,
+		Host:          "https://apiserver.test",
+		Transport:     rt,
+		QPS:           10000,
+		Burst:         10000,
+		ContentConfig: rest.ContentConfig{ContentType: "application/json", AcceptContentTypes: "application/json"},
 	}
 }
 

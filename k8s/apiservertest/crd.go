@@ -3,6 +3,7 @@ package apiservertest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -11,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 )
 
 // CRD returns a namespaced CustomResourceDefinition of group and kind,
 // version v1, with a status subresource whose conditions are a map list
-// keyed by type (as metav1.Condition lists are), a free-form spec, and
-// printer columns for the Reconciled condition.
+// keyed by type (as metav1.Condition lists are) beside an
+// observedGeneration, a free-form spec, and printer columns for the
+// Reconciled condition.
 func CRD(group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 	preserve := true
 	obj := func(props map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
@@ -44,6 +47,7 @@ func CRD(group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
 					Properties: map[string]apiextensionsv1.JSONSchemaProps{
 						"spec": {Type: "object", XPreserveUnknownFields: &preserve},
 						"status": obj(map[string]apiextensionsv1.JSONSchemaProps{
+							"observedGeneration": {Type: "integer", Format: "int64"},
 							"conditions": {
 								Type:         "array",
 								XListType:    &listMap,
@@ -69,7 +73,8 @@ func GVR(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupVersionResou
 }
 
 // InstallCRD creates crd and waits until the server reports it
-// Established (serving its resource), for at most a minute.
+// Established and its discovery lists the resource of each served version
+// (which the server updates a moment after), for at most a minute.
 func (s *Server) InstallCRD(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 	cs, err := clientset.NewForConfig(s.Config())
 	if err != nil {
@@ -79,16 +84,31 @@ func (s *Server) InstallCRD(ctx context.Context, crd *apiextensionsv1.CustomReso
 	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create CRD %s: %w", crd.Name, err)
 	}
+	dc, err := discovery.NewDiscoveryClientForConfig(s.Config())
+	if err != nil {
+		return err
+	}
 	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil //nolint:nilerr // retried until the deadline
 		}
+		established := false
 		for _, c := range got.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+			established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+		}
+		if !established {
+			return false, nil
+		}
+		for _, v := range got.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			rl, err := dc.ServerResourcesForGroupVersion(got.Spec.Group + "/" + v.Name)
+			if err != nil || !slices.ContainsFunc(rl.APIResources, func(r metav1.APIResource) bool { return r.Name == got.Spec.Names.Plural }) {
+				return false, nil //nolint:nilerr // not listed yet: retried until the deadline
 			}
 		}
-		return false, nil
+		return true, nil
 	})
 }

@@ -1,0 +1,46 @@
+// Package lease runs reconcilers on one replica at a time, elected with a
+// Kubernetes Lease (coordination.k8s.io/v1) as controller-runtime's
+// manager elects its leader: client-go's tools/leaderelection, so that a
+// program running in a pod needs nothing but its API server, not etcd.
+//
+// An Elector is a reconciler.Ownership: set it as the engine's
+// Config.Ownership (and the status writer's Owns and OwnsChanged), run it
+// (Run, or Cell in a hive), and only the replica that holds the Lease
+// starts operations, each under a context that carries the term's fencing
+// Token and is cancelled when the term ends. The others keep their tables
+// fed and their outstanding work known, and start at once when they win.
+//
+// # When a term ends
+//
+// A term ends when a renewal of the Lease has not succeeded for
+// RenewDeadline, counted from when the last successful renewal was sent:
+// before the Lease can have expired for the other replicas, which count
+// LeaseDuration from when they saw that renewal, which was after it was
+// sent. From then on Owns is false, Acquire refuses, and every operation
+// context of the term is cancelled. The margin LeaseDuration -
+// RenewDeadline must cover the time operations take to notice their
+// cancelled context, and the clocks' rate error. A clean stop (the end of
+// Run's context) lets operations end, then gives the Lease up, so that a
+// standby takes over at once rather than after LeaseDuration.
+//
+// # What a Lease cannot fence
+//
+// A Lease is advisory: the API server does not stop an old leader from
+// acting, and a target cannot ask the Lease whether a write comes from the
+// current leader. A process paused (a long GC, a frozen VM, a SIGSTOP)
+// after it checked Owns, or in the middle of an operation, acts when it
+// runs again, possibly after another replica took over; its timers fire
+// late. Nothing in the process can prevent that. What the package does:
+// it stops at the renew deadline, before the Lease can expire, which
+// covers every replica that keeps running (a partition from the API
+// server included); and it gives each operation a fencing Token
+// (TokenFrom): the Lease's holder and its leaderTransitions, which grows
+// by one whenever the holder changes. A target that can compare (a
+// database row, a versioned object) keeps the highest token it has
+// accepted and refuses a lower one, which fences a paused leader too.
+// Operations on a target that cannot compare are at-least-once and may
+// overlap for as long as a pause lasts.
+//
+// Sharding (a Lease per shard) is not provided: the etcd module's shard
+// package is the sharded mode.
+package lease
