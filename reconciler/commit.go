@@ -122,7 +122,7 @@ func (c *committer[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj],
 		}
 		res.err = timeoutError(res.op, c.cfg.OperationTimeout)
 		c.metrics.Operation(res.op, ResultTimeout, 1, c.cfg.OperationTimeout)
-	case !c.t.returned(r, res.attempt):
+	case !c.t.returned(r, res.attempt, now):
 		return outcome[Obj]{}, false
 	}
 	switch {

@@ -13,7 +13,7 @@ func TestExplainCommitting(t *testing.T) {
 	req := tb.add("k", change[int]{obj: 1, rev: 10}, Status{Kind: StatusKindPending, ID: 7}, 10, now)
 	takeReady(tb, nil, 0, now)
 	id := req.attempt
-	tb.returned(req, id)
+	tb.returned(req, id, now)
 	tb.writeOut(req, id, now)
 	var e Explanation
 	explainRow(&e, req, explainParts{})

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/converge-go/converge/reconciler/internal/heap"
 	"github.com/converge-go/converge/reconciler/internal/order"
 )
 
@@ -33,6 +34,9 @@ type ordering[Obj any] struct {
 	target   func(Obj) string
 	cap      int
 	running  map[string]int // operations in flight, by target
+	// The Queued rows by askedAt, and those not attempted yet: the
+	// reports' watermarks (view), which active gives in FIFO mode.
+	byAsk, untried heap.Indexed[*request[Obj]]
 }
 
 // newOrdering returns the ordering cfg asks for, or nil (FIFO).
@@ -40,19 +44,52 @@ func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
 	if !cfg.ordered() {
 		return nil
 	}
-	return &ordering[Obj]{
+	o := &ordering[Obj]{
 		q: order.New(cfg.MaxWait, func(r *request[Obj], gen uint32) bool {
 			return r.gen == gen && r.state == stQueued
 		}),
 		priority: cfg.Priority, fair: cfg.FairnessKey, target: cfg.TargetKey,
 		cap: cfg.TargetConcurrency, running: map[string]int{},
 	}
+	byAsk := func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt }
+	// A Queued row is in no retry heap: their positions are free.
+	o.byAsk = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.askIdx }}
+	o.untried = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.dueIdx }}
+	return o
 }
 
 // push queues r, just made Queued at now.
 func (o *ordering[Obj]) push(r *request[Obj], now time.Time) {
 	o.q.Push(order.Entry[*request[Obj]]{Item: r, Gen: r.gen, Priority: o.priorityOf(r), Class: classOf(r),
 		Fair: o.fairOf(r), Target: o.targetOf(r), At: now})
+	o.byAsk.Push(r)
+	if !r.tried {
+		o.untried.Push(r)
+	}
+}
+
+// remove takes r, leaving Queued, out of the heaps; its entry in the
+// queue goes stale (the queue drops it when met).
+func (o *ordering[Obj]) remove(r *request[Obj]) {
+	o.byAsk.Remove(r.askIdx)
+	if !r.tried {
+		o.untried.Remove(r.dueIdx)
+	}
+}
+
+// view adds the Queued rows to v, which walked active. A row counts as
+// waiting from when it became ready (since), which is when it was queued
+// unless it waited Busy first.
+func (o *ordering[Obj]) view(v *tableView[Obj]) {
+	if u := o.untried.Items; len(u) > 0 {
+		v.reconciled = min(v.reconciled, u[0].askedAt-1)
+	}
+	if q := o.byAsk.Items; len(q) > 0 && (v.oldest == nil || q[0].askedAt < v.oldest.askedAt) {
+		v.oldest = q[0]
+	}
+	if at, ok := o.q.OldestAt(); ok && at.Before(v.oldestPicked) {
+		v.oldestPicked = at
+	}
 }
 
 // classOf is r's place among requests of one priority: new changes (0),

@@ -14,8 +14,9 @@ import (
 // A report publishes, after a step, what the request table says: health,
 // the status snapshot, the progress the waits watch and the gauges. Both
 // loops report through publish; it walks the active rows once (about a
-// round of them) and looks at the retry heaps' heads: work proportional
-// to a round, never to the table.
+// round of them) and looks at the heads of the retry heaps (and in
+// ordered mode of the ordering's): work proportional to a round, never to
+// the table or a backlog.
 
 // reportParts are what a loop adds to its request table in a report.
 type reportParts struct {
@@ -46,12 +47,12 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	v := view(t, p.readTo, now)
 	s := &StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
 		Initialized: p.initialized, RecentErrors: recentErrors(h), UpdatedAt: now,
-		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: len(t.active), InFlight: p.inFlight,
+		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: t.waiting(), InFlight: p.inFlight,
 		LastRound: p.lastRound, LastFull: p.lastFull}
 	if next, ok := t.nextDue(); ok {
 		s.NextRetry = next
 	}
-	if len(t.active) > 0 {
+	if t.waiting() > 0 {
 		s.oldestSince = v.oldestPicked
 	}
 	pending, refreshing, errs, unowned, unset := t.kinds[StatusKindPending], t.kinds[StatusKindRefreshing],
@@ -59,7 +60,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	s.Objects = ObjectCounts{Pending: pending, Refreshing: refreshing, Error: errs, Unowned: unowned, Unset: unset,
 		Done: max(0, objects-pending-refreshing-errs-unowned-unset)}
 	progress := progressOf(t, v)
-	gauges := Gauges{Failing: t.failing, Waiting: len(t.active), InFlight: p.inFlight, Retries: t.byDue.Len(),
+	gauges := Gauges{Failing: t.failing, Waiting: t.waiting(), InFlight: p.inFlight, Retries: t.byDue.Len(),
 		OldestWaiting: max(now.Sub(v.oldestPicked), 0)}
 	progress.ownChanged = p.ownChanged
 	if p.standby {
@@ -115,6 +116,9 @@ func view[Obj any](t *requests[Obj], readTo statedb.Revision, now time.Time) tab
 	if oldest >= 0 {
 		v.oldest = t.active[oldest]
 	}
+	if t.order != nil {
+		t.order.view(&v)
+	}
 	finishView(t, &v)
 	return v
 }
@@ -133,7 +137,7 @@ func finishView[Obj any](t *requests[Obj], v *tableView[Obj]) {
 
 // progressValues derives what the waits watch from the table.
 func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
-	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: len(t.active) + t.byDue.Len()}
+	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: t.waiting() + t.byDue.Len()}
 	if t.blocked > 0 {
 		p.blocked = blockedError(t)
 	}
@@ -172,8 +176,8 @@ func blockedError[Obj any](t *requests[Obj]) error {
 // firstErrors returns the failures of the smallest failing keys.
 func firstErrors[Obj any](t *requests[Obj], n int) []error {
 	return health.FirstErrors(n, func(yield func(key, err string) bool) {
-		for k, r := range t.rows {
-			if r.detail != nil && r.err != "" && !yield(k, r.err) {
+		for _, r := range t.failingRows {
+			if !yield(r.key, r.err) {
 				return
 			}
 		}
@@ -334,4 +338,27 @@ func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Ex
 	e := explainKey(s.reconciler, s.t, key, p, now)
 	e.Changed = s.reportSig.wait()
 	return e
+}
+
+// waiting counts the rows that wait for a worker or are in its hands:
+// active, and in ordered mode the Queued rows kept out of it.
+func (t *requests[Obj]) waiting() int {
+	if t.order != nil {
+		return len(t.active) + t.n[stQueued]
+	}
+	return len(t.active)
+}
+
+// indexFailing adds r to failingRows (d > 0) or takes it out.
+func (t *requests[Obj]) indexFailing(r *request[Obj], d int) {
+	if d > 0 {
+		r.failIdx = len(t.failingRows)
+		t.failingRows = append(t.failingRows, r)
+		return
+	}
+	last := len(t.failingRows) - 1
+	moved := t.failingRows[last]
+	t.failingRows[r.failIdx], moved.failIdx = moved, r.failIdx
+	t.failingRows[last] = nil
+	t.failingRows = t.failingRows[:last]
 }

@@ -16,7 +16,7 @@ import (
 // structure; the transitions built on them are in table.go.
 //
 //	state        detail  active  ready  retry heaps  refresh heap  counted
-//	Queued       yes     yes     yes*   -            -             yes
+//	Queued       yes     yes***  yes*   -            -             yes
 //	Busy         yes     yes     -      -            -             yes
 //	Running      yes     yes     -      -            -             yes
 //	Committing   yes     yes     -      -            -             yes
@@ -29,6 +29,9 @@ import (
 //
 //	*  per-object loop only: a whole-set loop takes every row into a Sync.
 //	** when refresh is on: it comes back to a given-up object.
+//	*** ordered mode keeps its Queued rows (a whole backlog) in its own
+//	    queue and heaps instead (order.go), so that a report's walk of
+//	    active stays about a round.
 //
 // "Counted" rows are live objects' outstanding work, counted by the kind
 // Status() reports. Rules between the fields:
@@ -116,8 +119,10 @@ type detail[Obj any] struct {
 	attempt, writing, taskSeq uint64
 	loggedErr                 string // the failure last logged, and when
 	loggedAt                  time.Time
-	// Positions in the retry heaps, the refresh heap and active.
-	dueIdx, askIdx, refreshIdx, activeIdx int
+	// Positions in the retry heaps (an ordered Queued row: in the
+	// ordering's heaps, order.go), the refresh heap, active and
+	// failingRows.
+	dueIdx, askIdx, refreshIdx, activeIdx, failIdx int
 }
 
 // activeMark is what a report reads of an active row, at the same index
@@ -151,6 +156,7 @@ type requests[Obj any] struct {
 	kinds          [statusKindCount]int // counted rows by expect's kind (Error when failing)
 	blocked        int                  // Held for whyMisconfigured
 	failing        int                  // rows with an error, deletes included
+	failingRows    []*request[Obj]      // those rows: health names the first of them
 	failingDeletes int
 	executing      int // rows with running != 0
 	dirty          bool
@@ -198,16 +204,17 @@ func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.
 	}
 	switch s {
 	case stQueued, stBusy, stRunning, stCommitting:
+		if s == stQueued && t.order != nil {
+			r.gen++
+			t.order.push(r, now)
+			break
+		}
 		r.activeIdx = len(t.active)
 		t.active = append(t.active, r)
 		t.marks = append(t.marks, activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried})
 		if s == stQueued && t.dispatch {
 			r.gen++
-			if t.order != nil {
-				t.order.push(r, now)
-			} else {
-				t.ready = append(t.ready, readyEntry[Obj]{r, r.gen})
-			}
+			t.ready = append(t.ready, readyEntry[Obj]{r, r.gen})
 		}
 	case stRetrying:
 		t.byDue.Push(r)
@@ -227,6 +234,10 @@ func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.
 func (t *requests[Obj]) leave(r *request[Obj]) {
 	switch r.state {
 	case stQueued, stBusy, stRunning, stCommitting:
+		if r.state == stQueued && t.order != nil {
+			t.order.remove(r)
+			break
+		}
 		last := len(t.active) - 1
 		moved := t.active[last]
 		t.active[r.activeIdx], moved.activeIdx = moved, r.activeIdx
@@ -260,6 +271,7 @@ func (t *requests[Obj]) count(r *request[Obj], d int) {
 	if r.err != "" {
 		t.failing += d
 		t.failingDeletes += d * b2i(r.deleted)
+		t.indexFailing(r, d)
 	}
 	if !r.counted() {
 		return

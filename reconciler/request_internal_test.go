@@ -17,6 +17,17 @@ func newTestTable(dispatch bool) *requests[int] {
 		func(int) Status { return Status{Kind: StatusKindPending} }, func(int, Status) {})
 }
 
+// newOrderedTestTable is newTestTable in ordered mode: a priority, a
+// fairness key and a target of each object's own, two operations at
+// most per target.
+func newOrderedTestTable() *requests[int] {
+	tb := newTestTable(true)
+	tb.order = newOrdering(Config[int]{Priority: func(o int) int { return o % 3 },
+		FairnessKey: func(o int) string { return strconv.Itoa(o % 2) }, TargetKey: func(o int) string { return strconv.Itoa(o % 4) },
+		MaxWait: 3 * time.Millisecond, TargetConcurrency: 2})
+	return tb
+}
+
 func pendingCh(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
 
 // checkTable fails unless every structure the request table keeps is what
@@ -29,7 +40,7 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 	}
 	var n [reqStateCount]int
 	var kinds [statusKindCount]int
-	failing, executing, active, retrying, refreshing := 0, 0, 0, 0, 0
+	failing, executing, active, retrying, refreshing, queued, untried := 0, 0, 0, 0, 0, 0, 0
 	for key, r := range tb.rows {
 		if r.key != key || r.state >= reqStateCount {
 			fail("row %q holds key %q, state %d", key, r.key, r.state)
@@ -45,19 +56,25 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 			fail("row %q drains with no attempt running", key)
 		}
 		executing += b2i(r.running != 0)
-		switch r.state {
-		case stQueued, stBusy, stRunning, stCommitting:
+		switch {
+		case r.state == stQueued && tb.order != nil:
+			queued++
+			untried += b2i(!r.tried)
+			if tb.order.byAsk.Items[r.askIdx] != r || !r.tried && tb.order.untried.Items[r.dueIdx] != r {
+				fail("row %q is not where the ordering's heaps say", key)
+			}
+		case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
 			active++
 			m := activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried}
 			if tb.active[r.activeIdx] != r || tb.marks[r.activeIdx] != m {
 				fail("row %q: not at active[%d], or its mark %+v is not %+v", key, r.activeIdx, tb.marks[r.activeIdx], m)
 			}
-		case stRetrying:
+		case r.state == stRetrying:
 			retrying++
 			if tb.byDue.Items[r.dueIdx] != r || tb.byAsk.Items[r.askIdx] != r {
 				fail("row %q is not where the retry heaps say", key)
 			}
-		case stHeld, stRefreshDue:
+		case r.state == stHeld, r.state == stRefreshDue:
 			if !r.due.IsZero() {
 				refreshing++
 				if tb.refreshQ.Items[r.refreshIdx] != r {
@@ -67,6 +84,9 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 		}
 		if r.detail != nil && r.err != "" {
 			failing++
+			if tb.failingRows[r.failIdx] != r {
+				fail("row %q is not at failingRows[%d]", key, r.failIdx)
+			}
 		}
 		if r.counted() {
 			kind := r.expect.Kind
@@ -81,8 +101,10 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 		fail("rows per state %v, counted %v", n, tb.n)
 	case kinds != tb.kinds:
 		fail("kinds %v, counted %v", kinds, tb.kinds)
-	case failing != tb.failing || executing != tb.executing:
-		fail("failing %d, executing %d; counted %d, %d", failing, executing, tb.failing, tb.executing)
+	case failing != tb.failing || failing != len(tb.failingRows) || executing != tb.executing:
+		fail("failing %d, executing %d; counted %d (%d indexed), %d", failing, executing, tb.failing, len(tb.failingRows), tb.executing)
+	case tb.order != nil && (queued != tb.order.byAsk.Len() || untried != tb.order.untried.Len()):
+		fail("%d queued, %d untried; heaps %d, %d", queued, untried, tb.order.byAsk.Len(), tb.order.untried.Len())
 	case active != len(tb.active) || active != len(tb.marks):
 		fail("%d active rows, %d in active, %d marks", active, len(tb.active), len(tb.marks))
 	case retrying != tb.byDue.Len() || retrying != tb.byAsk.Len() || refreshing != tb.refreshQ.Len():
@@ -114,9 +136,10 @@ func (d *tableDriver) step() {
 	case op <= 1: // a change
 		d.rev++
 		tb.add(key, change[int]{obj: int(d.rev), rev: d.rev, deleted: op == 1 && d.rng.IntN(4) == 0},
-			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, d.rev-statedb.Revision(d.rng.IntN(2)), d.now)
-	case op == 2: // dispatch
-		d.running = takeReady(tb, d.running[:0], 0, d.now)
+			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, max(1, d.rev-statedb.Revision(d.rng.IntN(2))), d.now) // a revision is never 0
+	case op == 2: // dispatch (ordered: a few at a time)
+		d.running = takeReady(tb, d.running[:0], 1+d.rng.IntN(4), d.now)
+	case op == 3 && tb.order != nil: // ordered mode is per-object: no Sync
 	case op == 3: // a Sync takes everything
 		d.running, _ = tb.takeAll(d.running[:0], d.now)
 	case op == 6: // due retries come back
@@ -125,7 +148,7 @@ func (d *tableDriver) step() {
 		}
 	case op == 9: // ownership lost, or gained back
 		if d.rng.IntN(2) == 0 {
-			tb.lose(key, d.rng.IntN(3) == 0, d.rev)
+			tb.lose(key, d.rng.IntN(3) == 0, max(1, d.rev))
 		} else if at, ok := tb.gained(key); ok {
 			tb.add(key, change[int]{obj: 1, rev: d.rev}, Status{Kind: StatusKindPending, ID: 1}, at, d.now)
 		}
@@ -140,22 +163,23 @@ func (d *tableDriver) step() {
 		}
 	case r == nil || r.detail == nil || (op != 7 && r.state != stRunning):
 	case op == 4: // a result: failed, retried later
-		tb.returned(r, r.running)
+		tb.returned(r, r.running, d.now)
 		tb.setTried(r)
 		tb.retry(r, d.now.Add(time.Millisecond), whyBackoff, "boom", d.now)
 	case op == 5: // a result: settled
-		tb.returned(r, r.running)
+		tb.returned(r, r.running, d.now)
 		tb.setTried(r)
 		tb.settle(r)
+	case op == 7 && tb.order != nil:
 	case op == 7: // a Sync that did not run
 		tb.untake(r)
 	case op == 8: // a result in, its write out
-		if tb.returned(r, r.attempt) {
+		if tb.returned(r, r.attempt, d.now) {
 			tb.setTried(r)
 			tb.writeOut(r, 0, d.now)
 		}
 	case op == 12: // given up on, refreshed later
-		tb.returned(r, r.running)
+		tb.returned(r, r.running, d.now)
 		tb.hold(r, whyPermanent, "bad", d.now.Add(time.Millisecond), d.now)
 	case op == 13: // overdue
 		tb.overdue(r, r.attempt)
@@ -166,15 +190,25 @@ func (d *tableDriver) step() {
 // marks: the two must agree.
 func viewByWalk(tb *requests[int], readTo statedb.Revision, now time.Time) tableView[int] {
 	v := tableView[int]{reconciled: readTo, retryLow: ^statedb.Revision(0), oldestPicked: now}
-	for _, r := range tb.active {
+	walk := tb.active
+	for _, r := range tb.rows {
+		if r.state == stQueued && tb.order != nil {
+			walk = append(walk[:len(walk):len(walk)], r)
+		}
+	}
+	for _, r := range walk {
+		picked := r.pickedAt
+		if r.state == stQueued && tb.order != nil {
+			picked = r.since // ordered: waiting from when it became ready
+		}
 		if !r.tried {
 			v.reconciled = min(v.reconciled, r.askedAt-1)
 		}
 		if v.oldest == nil || r.askedAt < v.oldest.askedAt {
 			v.oldest = r
 		}
-		if r.pickedAt.Before(v.oldestPicked) {
-			v.oldestPicked = r.pickedAt
+		if picked.Before(v.oldestPicked) {
+			v.oldestPicked = picked
 		}
 	}
 	finishView(tb, &v)
@@ -188,7 +222,11 @@ func viewByWalk(tb *requests[int], readTo statedb.Revision, now time.Time) table
 func TestRequestTableInvariants(t *testing.T) {
 	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			d := &tableDriver{rng: rand.New(rand.NewPCG(seed, 0)), t: newTestTable(seed%2 == 0), now: time.Unix(1000, 0)}
+			tb := newTestTable(seed%2 == 0)
+			if seed%4 == 0 {
+				tb = newOrderedTestTable()
+			}
+			d := &tableDriver{rng: rand.New(rand.NewPCG(seed, 0)), t: tb, now: time.Unix(1000, 0)}
 			for step := range 600 {
 				d.step()
 				checkTable(t, d.t, step)
@@ -217,7 +255,7 @@ func TestCommittingRequest(t *testing.T) {
 			t.Fatalf("take = %v, want the request", taken)
 		}
 		id := r.attempt
-		if !tb.returned(r, id) {
+		if !tb.returned(r, id, now) {
 			t.Fatal("the attempt's result is not wanted")
 		}
 		tb.writeOut(r, id, now)
@@ -266,7 +304,7 @@ func TestCommittingRequest(t *testing.T) {
 		r2 := tb.add("other", pendingCh(12), pending, 12, now)
 		takeReady(tb, nil, 0, now)
 		id2 := r2.attempt
-		tb.returned(r2, id2)
+		tb.returned(r2, id2, now)
 		tb.writeOut(r2, id2, now)
 		if r2 == r && tb.writeBack(r2, id) {
 			t.Fatal("an old attempt's write was taken by a reused row")
@@ -313,7 +351,7 @@ func TestKeyBusyTakesNoRoom(t *testing.T) {
 	}
 	tb.add("k", pendingCh(3), Status{Kind: StatusKindPending, ID: 3}, 3, now) // gained again
 	busy(1)
-	tb.returned(r, stuck)
+	tb.returned(r, stuck, now)
 	busy(0)
 	if taken := takeReady(tb, nil, 0, now); len(taken) != 1 || taken[0].rev != 3 {
 		t.Fatalf("took %v once the key is free, want the request of revision 3", taken)

@@ -274,3 +274,20 @@ func (s Status) Row() string {
 	}
 	return s.Kind.String() + ": " + s.Error
 }
+
+// sameRequest reports whether st is the very request asked: a pending
+// status with the same ID. A status without an ID (built by hand) is never
+// taken for an older one: each revision carrying it is a request of its own.
+func sameRequest(asked, st Status) bool {
+	return st.ID != 0 && st.ID == asked.ID && st.Kind == asked.Kind
+}
+
+// sameStatus reports whether two statuses are the same write. A request
+// without an ID is like no other, itself in a later revision included: a
+// writer that sets a bare Pending again may have changed the data.
+func sameStatus(a, b Status) bool {
+	if a.ID == 0 && a.IsPendingOrRefreshing() {
+		return false
+	}
+	return a.Kind == b.Kind && a.ID == b.ID && a.Error == b.Error && a.UpdatedAt.Equal(b.UpdatedAt)
+}

@@ -231,23 +231,6 @@ func (t *requests[Obj]) retryError(key string, ch change[Obj], st Status, askedA
 	t.retry(r, now, whyBackoff, st.Error, now)
 }
 
-// sameRequest reports whether st is the very request asked: a pending
-// status with the same ID. A status without an ID (built by hand) is never
-// taken for an older one: each revision carrying it is a request of its own.
-func sameRequest(asked, st Status) bool {
-	return st.ID != 0 && st.ID == asked.ID && st.Kind == asked.Kind
-}
-
-// sameStatus reports whether two statuses are the same write. A request
-// without an ID is like no other, itself in a later revision included: a
-// writer that sets a bare Pending again may have changed the data.
-func sameStatus(a, b Status) bool {
-	if a.ID == 0 && a.IsPendingOrRefreshing() {
-		return false
-	}
-	return a.Kind == b.Kind && a.ID == b.ID && a.Error == b.Error && a.UpdatedAt.Equal(b.UpdatedAt)
-}
-
 // takeAll hands every row with work to one Sync, under a new attempt id:
 // Queued and Retrying rows run, Held ones stay Held (given up on, but
 // their change is in the Sync all the same). A row replaced while the
@@ -318,16 +301,21 @@ func (t *requests[Obj]) setExpect(r *request[Obj], st Status) {
 
 // setTried records that r's change has been attempted: its result is in.
 func (t *requests[Obj]) setTried(r *request[Obj]) {
-	r.tried = true
-	switch r.state {
-	case stQueued, stBusy, stRunning, stCommitting:
+	if r.tried {
+		return
+	}
+	switch {
+	case r.state == stQueued && t.order != nil:
+		t.order.untried.Remove(r.dueIdx)
+	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
 		t.marks[r.activeIdx].tried = true
 	}
+	r.tried = true
 }
 
-// returned records that attempt id on r's key stopped executing, and
-// reports whether its result is still wanted.
-func (t *requests[Obj]) returned(r *request[Obj], id uint64) bool {
+// returned records that attempt id on r's key stopped executing at now,
+// and reports whether its result is still wanted.
+func (t *requests[Obj]) returned(r *request[Obj], id uint64, now time.Time) bool {
 	if id != 0 && r.running == id {
 		r.running, r.stuck = 0, false
 		t.executing--
@@ -336,7 +324,13 @@ func (t *requests[Obj]) returned(r *request[Obj], id uint64) bool {
 		}
 		switch r.state {
 		case stBusy:
-			t.move(r, stQueued, whyNone, r.err, time.Time{}, r.since) // its key is free now
+			// Its key is free now. Ordered mode's queue takes it as ready
+			// from now; first in, first out, it waits on from its queuing.
+			since := r.since
+			if t.order != nil {
+				since = now
+			}
+			t.move(r, stQueued, whyNone, r.err, time.Time{}, since)
 		case stDraining:
 			t.settle(r)
 			return false

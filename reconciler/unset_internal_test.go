@@ -51,7 +51,7 @@ func TestDecideUnsetWithdraws(t *testing.T) {
 			if tb.n[stUnset] != 1 {
 				t.Errorf("%d Unset rows, want k counted Unset", tb.n[stUnset])
 			}
-			if attempt != 0 && tb.returned(r, attempt) {
+			if attempt != 0 && tb.returned(r, attempt, now) {
 				t.Errorf("the running attempt's result is still wanted")
 			}
 			checkTable(t, tb, 0)

@@ -287,6 +287,20 @@ func (q *Queue[T]) Oldest(now time.Time, fn func(priority int, waited time.Durat
 	}
 }
 
+// OldestAt returns when the longest-waiting item became ready, or false
+// when none waits.
+func (q *Queue[T]) OldestAt() (time.Time, bool) {
+	var at time.Time
+	found := false
+	for _, l := range q.levels {
+		q.dropStale(&l.arrivals)
+		if l.arrivals.len() > 0 && (!found || l.arrivals.peek().At.Before(at)) {
+			at, found = l.arrivals.peek().At, true
+		}
+	}
+	return at, found
+}
+
 // Ahead counts, for an item of priority and class, the valid items of the
 // levels taken before its own (an upper bound: stale entries behind a
 // level's head are counted too).
