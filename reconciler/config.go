@@ -136,6 +136,8 @@ type Config[Obj any] struct {
 	// debounces: the first change goes at once, later ones wait for the
 	// next round. Only rounds that pick up work take a token: reading the
 	// reconciler's own status writes back never delays a user's change.
+	// With Priority, FairnessKey or TargetKey, changes are read unpaced
+	// (they only fill the ordered queue) and the limiter is not used.
 	RoundRateLimiter *rate.Limiter
 
 	// Concurrency is the most Update/Delete operations (or batches) in

@@ -75,6 +75,9 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	l := &loop[Obj]{reconciler: r, health: hc, t: r.newRequests(true), status: health.New()}
 	l.runner = runner[Obj]{reconciler: r, nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{})}
 	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runner.runTask, overdue[Obj])
+	if l.t.order != nil {
+		l.exec.SetOrdered(max(1, orderedLookahead(r.cfg.Concurrency)/2))
+	}
 	l.commits = newCommitter(r, l.t, &l.status)
 	l.commits.pipe = pipeline.New[*commitJob[Obj]](maxOutJobs)
 	l.full = &fullState[Obj]{reconciler: r, t: l.t, exec: l.exec, wanted: r.cfg.FullReconciliationInterval != Off}
@@ -163,7 +166,10 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		}
 	}
 	clear(l.results)
-	l.commits.commit(ctx, job, l.moreChanges || l.retryDue(now), now)
+	// Written on the committer's goroutine while more work waits (a
+	// round stopped short, ordered rows queued, retries due), so that the
+	// loop hands it out meanwhile.
+	l.commits.commit(ctx, job, l.moreChanges || l.hungry || l.retryDue(now), now)
 	return true
 }
 
@@ -179,11 +185,12 @@ func (l *loop[Obj]) canPull() bool {
 // next round is read while their statuses are written; nor do Busy ones,
 // so that an attempt stuck past its timeout holds up its own key only.
 // In ordered mode every change is read, up to maxOrderedRows rows with
-// work, in steps of orderedReadsPerStep rounds.
+// work, a round's worth a step (so that a step stays short: the workers
+// wait for the steps that hand them work).
 func (l *loop[Obj]) roundRoom() int {
 	waiting := l.t.n[stQueued] + l.t.n[stRunning]
 	if l.t.order != nil {
-		return min(maxOrderedRows-waiting, orderedReadsPerStep*l.cfg.RoundSize)
+		return min(maxOrderedRows-waiting, l.cfg.RoundSize)
 	}
 	return l.cfg.RoundSize - waiting
 }
@@ -197,11 +204,14 @@ func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) {
 		return false
 	}
-	if d := l.roundDelay(now); d > 0 {
+	// Ordered mode reads on unpaced: its reads only fill the queue, and a
+	// change waits to be read until everything before it has been.
+	paced := l.t.order == nil
+	if d := l.roundDelay(now); paced && d > 0 {
 		ts.round.ArmAt(now.Add(d))
 		return false
 	}
-	if l.pull(now) > 0 {
+	if l.pull(now) > 0 && paced {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
 	l.updateHungry()
@@ -276,9 +286,12 @@ func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
 	if l.t.n[stQueued] == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
 		return false
 	}
-	// In ordered mode the workers' queue holds at most Concurrency tasks
-	// beside those running, so that the order decides what runs next.
-	n := min(l.cfg.RoundSize-l.t.n[stRunning], 2*l.cfg.Concurrency-l.t.executing)
+	n := l.cfg.RoundSize - l.t.n[stRunning]
+	if l.t.order != nil {
+		// A few tasks queued beyond the workers (orderedLookahead), so
+		// that the order decides what runs next.
+		n = min(n, l.cfg.Concurrency+orderedLookahead(l.cfg.Concurrency)-l.exec.Outstanding())
+	}
 	l.taken = takeReady(l.t, l.taken, n, now)
 	if len(l.taken) == 0 {
 		return false

@@ -171,7 +171,11 @@ func checkAging(t *testing.T, written, started map[string]time.Time) {
 			}
 		}
 	}
-	t.Logf("%d versions started, %d times one overtook an earlier one", len(vers), overtaken)
+	var worst time.Duration
+	for _, u := range vers {
+		worst = max(worst, u.start.Sub(u.wrote))
+	}
+	t.Logf("%d versions started, %d times one overtook an earlier one; longest wait %v", len(vers), overtaken, worst)
 }
 
 // keysOfPriority lists the keys whose priority is p.

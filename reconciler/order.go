@@ -22,9 +22,11 @@ import (
 // rest of a backlog waits unread): a million rows are a few hundred MB.
 const maxOrderedRows = 1 << 20
 
-// orderedReadsPerStep bounds the changes one step reads in ordered mode
-// (in rounds of RoundSize), so that a step never stalls the loop.
-const orderedReadsPerStep = 16
+// orderedLookahead is how many tasks beyond its workers an ordered loop
+// keeps queued for them: enough that a worker rarely waits for the loop,
+// few enough that a row of higher priority, once ready, waits for few to
+// start before it. The pool wakes the loop when half of them are gone.
+func orderedLookahead(concurrency int) int { return max(2, concurrency/4) }
 
 // ordering is the ordered mode of a request table.
 type ordering[Obj any] struct {

@@ -50,7 +50,13 @@ type Pool[T, R any] struct {
 	// what is done, which makes room for the next round's work. Without
 	// it, a round of slow operations ends with most workers idle while
 	// its last few run.
-	hungry  bool
+	hungry bool
+	// lowWater is how few queued tasks make a hungry pool wake its owner
+	// (starving): the pool's size unless the owner set another.
+	lowWater int
+	// eager has ShouldCommit take any result at once: the owner batches
+	// by itself, committing only while no write of its is out.
+	eager   bool
 	run     func(ctx context.Context, t *T, overrun func(), out []R) []R
 	overdue func(*T) []R
 }
@@ -62,7 +68,7 @@ type Pool[T, R any] struct {
 // they are handed back at once, the task's own when it returns. commitAt
 // is how many results make a batch worth waking the owner for at once.
 func New[T, R any](max, commitAt int, run func(ctx context.Context, t *T, overrun func(), out []R) []R, overdue func(*T) []R) *Pool[T, R] {
-	e := &Pool[T, R]{max: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run, overdue: overdue}
+	e := &Pool[T, R]{max: max, lowWater: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run, overdue: overdue}
 	e.cond.L = &e.mu
 	return e
 }
@@ -108,6 +114,24 @@ func (e *Pool[T, R]) Executing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.running - (len(e.queue) - e.head)
+}
+
+// Outstanding counts the tasks handed in that have not returned, queued
+// or running, less those whose workers left the pool stuck past their
+// deadline: what holds the pool's places.
+func (e *Pool[T, R]) Outstanding() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running - e.abandoned
+}
+
+// SetOrdered has the owner hand out tasks a few at a time, in an order of
+// its own: a hungry pool wakes it when fewer than lowWater tasks are
+// queued, and it takes every result at once (ShouldCommit).
+func (e *Pool[T, R]) SetOrdered(lowWater int) {
+	e.mu.Lock()
+	e.lowWater, e.eager = lowWater, true
+	e.mu.Unlock()
 }
 
 // WaitsForWorker reports whether the task of sequence number seq is
@@ -227,12 +251,12 @@ func (e *Pool[T, R]) post(results []R, urgent bool) {
 // some wait but not for long enough, it returns how long to wait.
 func (e *Pool[T, R]) ShouldCommit(now time.Time, commitAt int) (bool, time.Duration) {
 	e.mu.Lock()
-	n, running, firstAt, starving := len(e.done), e.running-e.abandoned, e.firstAt, e.starving()
+	n, running, firstAt, starving, eager := len(e.done), e.running-e.abandoned, e.firstAt, e.starving(), e.eager
 	e.mu.Unlock()
 	switch {
 	case n == 0:
 		return false, 0
-	case running <= 0 || n >= commitAt || starving || now.Sub(firstAt) >= CommitDelay:
+	case eager || running <= 0 || n >= commitAt || starving || now.Sub(firstAt) >= CommitDelay:
 		return true, 0
 	}
 	return false, CommitDelay - now.Sub(firstAt)
@@ -242,7 +266,7 @@ func (e *Pool[T, R]) ShouldCommit(now time.Time, commitAt int) (bool, time.Durat
 // (fewer tasks queued than there are workers) while the owner has more
 // waiting. Called with mu held.
 func (e *Pool[T, R]) starving() bool {
-	return e.hungry && len(e.queue)-e.head < e.max
+	return e.hungry && len(e.queue)-e.head < e.lowWater
 }
 
 // SetHungry records whether the owner has more work waiting than it could

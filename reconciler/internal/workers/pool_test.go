@@ -17,8 +17,8 @@ type task struct {
 	id    int
 	block chan struct{}
 	// overran is closed by the test's run when the pool's overrun
-	// callback was made for the task.
-	overran chan struct{}
+	// callback was made for the task; started (nil: none) when it starts.
+	overran, started chan struct{}
 }
 
 // result is a test result: the task's id, overdue when the pool posted
@@ -30,6 +30,9 @@ type result struct {
 
 func newTestPool(max int) *Pool[task, result] {
 	run := func(_ context.Context, t *task, overrun func(), out []result) []result {
+		if t.started != nil {
+			close(t.started)
+		}
 		if t.block != nil {
 			if t.overran != nil {
 				overrun()
@@ -119,5 +122,52 @@ func TestPoolWaitsForWorker(t *testing.T) {
 	take(t, p, 2)
 	if p.WaitsForWorker(seq) {
 		t.Fatal("the task still waits after it ran")
+	}
+}
+
+// TestPoolOrdered: an ordered pool's owner is woken while fewer than
+// lowWater tasks are queued (not the pool's size), takes results as soon
+// as they are in (not when a round's worth is), and counts as
+// outstanding what is queued or running.
+func TestPoolOrdered(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		p := newTestPool(3)
+		if ordered {
+			p.SetOrdered(1)
+		}
+		var held []task
+		for i := range 3 {
+			h := task{id: i, block: make(chan struct{}), started: make(chan struct{})}
+			held = append(held, h)
+			p.Submit(context.Background(), h)
+			<-h.started
+		}
+		p.Submit(context.Background(), task{id: 3}, task{id: 4})
+		p.SetHungry(true)
+		p.mu.Lock()
+		starving := p.starving() // two queued
+		p.mu.Unlock()
+		if n := p.Outstanding(); n != 5 {
+			t.Fatalf("ordered %v: %d outstanding, want 5", ordered, n)
+		}
+		if starving == ordered {
+			t.Fatalf("ordered %v: starving %v with two queued and three workers", ordered, starving)
+		}
+		p.SetHungry(false)
+		close(held[0].block) // it and the two queued return; two still run
+		for done := 0; done < 3; {
+			<-p.Notify()
+			p.mu.Lock()
+			done = len(p.done)
+			p.mu.Unlock()
+		}
+		ok, wait := p.ShouldCommit(time.Now(), 100)
+		if ok != ordered || !ordered && wait <= 0 {
+			t.Fatalf("ordered %v: three results in, two running: commit now %v (wait %v)", ordered, ok, wait)
+		}
+		close(held[1].block)
+		close(held[2].block)
+		take(t, p, 5)
+		p.Close()
 	}
 }
