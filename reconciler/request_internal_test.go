@@ -30,6 +30,13 @@ func newOrderedTestTable() *requests[int] {
 
 func pendingCh(rev statedb.Revision) change[int] { return change[int]{obj: 1, rev: rev} }
 
+// tableTally is what checkTable counts over the rows.
+type tableTally struct {
+	n                                                                 [reqStateCount]int
+	kinds                                                             [statusKindCount]int
+	failing, executing, active, retrying, refreshing, queued, untried int
+}
+
 // checkTable fails unless every structure the request table keeps is what
 // its rows say (the table written next to its fields in request.go).
 func checkTable(t *testing.T, tb *requests[int], step int) {
@@ -38,77 +45,84 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 		t.Helper()
 		t.Fatalf("step %d: "+format, append([]any{step}, args...)...)
 	}
-	var n [reqStateCount]int
-	var kinds [statusKindCount]int
-	failing, executing, active, retrying, refreshing, queued, untried := 0, 0, 0, 0, 0, 0, 0
+	var c tableTally
 	for key, r := range tb.rows {
-		if r.key != key || r.state >= reqStateCount {
-			fail("row %q holds key %q, state %d", key, r.key, r.state)
-		}
-		n[r.state]++
-		bare := r.state == stNotOwned || r.state == stUnset || r.state == stDraining
-		switch {
-		case bare != (r.detail == nil):
-			fail("row %q in state %d has detail %v", key, r.state, r.detail != nil)
-		case r.state == stBusy && r.running == 0, r.state == stQueued && r.running != 0:
-			fail("row %q: state %d with running %d", key, r.state, r.running)
-		case r.state == stDraining && r.running == 0:
-			fail("row %q drains with no attempt running", key)
-		}
-		executing += b2i(r.running != 0)
-		switch {
-		case r.state == stQueued && tb.order != nil:
-			queued++
-			untried += b2i(!r.tried)
-			if tb.order.byAsk.Items[r.askIdx] != r || !r.tried && tb.order.untried.Items[r.dueIdx] != r {
-				fail("row %q is not where the ordering's heaps say", key)
-			}
-		case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
-			active++
-			m := activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried}
-			if tb.active[r.activeIdx] != r || tb.marks[r.activeIdx] != m {
-				fail("row %q: not at active[%d], or its mark %+v is not %+v", key, r.activeIdx, tb.marks[r.activeIdx], m)
-			}
-		case r.state == stRetrying:
-			retrying++
-			if tb.byDue.Items[r.dueIdx] != r || tb.byAsk.Items[r.askIdx] != r {
-				fail("row %q is not where the retry heaps say", key)
-			}
-		case r.state == stHeld, r.state == stRefreshDue:
-			if !r.due.IsZero() {
-				refreshing++
-				if tb.refreshQ.Items[r.refreshIdx] != r {
-					fail("row %q is not where the refresh heap says", key)
-				}
-			}
-		}
-		if r.detail != nil && r.err != "" {
-			failing++
-			if tb.failingRows[r.failIdx] != r {
-				fail("row %q is not at failingRows[%d]", key, r.failIdx)
-			}
-		}
-		if r.counted() {
-			kind := r.expect.Kind
-			if r.err != "" {
-				kind = StatusKindError
-			}
-			kinds[kind]++
-		}
+		checkRow(fail, tb, key, r, &c)
+		checkRowIndexes(fail, tb, key, r, &c)
 	}
 	switch {
-	case n != tb.n:
-		fail("rows per state %v, counted %v", n, tb.n)
-	case kinds != tb.kinds:
-		fail("kinds %v, counted %v", kinds, tb.kinds)
-	case failing != tb.failing || failing != len(tb.failingRows) || executing != tb.executing:
-		fail("failing %d, executing %d; counted %d (%d indexed), %d", failing, executing, tb.failing, len(tb.failingRows), tb.executing)
-	case tb.order != nil && (queued != tb.order.byAsk.Len() || untried != tb.order.untried.Len()):
-		fail("%d queued, %d untried; heaps %d, %d", queued, untried, tb.order.byAsk.Len(), tb.order.untried.Len())
-	case active != len(tb.active) || active != len(tb.marks):
-		fail("%d active rows, %d in active, %d marks", active, len(tb.active), len(tb.marks))
-	case retrying != tb.byDue.Len() || retrying != tb.byAsk.Len() || refreshing != tb.refreshQ.Len():
-		fail("%d retrying (heaps %d, %d), %d to refresh (heap %d)", retrying, tb.byDue.Len(), tb.byAsk.Len(), refreshing, tb.refreshQ.Len())
+	case c.n != tb.n:
+		fail("rows per state %v, counted %v", c.n, tb.n)
+	case c.kinds != tb.kinds:
+		fail("kinds %v, counted %v", c.kinds, tb.kinds)
+	case c.failing != tb.failing || c.failing != len(tb.failingRows) || c.executing != tb.executing:
+		fail("failing %d, executing %d; counted %d (%d indexed), %d", c.failing, c.executing, tb.failing, len(tb.failingRows), tb.executing)
+	case tb.order != nil && (c.queued != tb.order.byAsk.Len() || c.untried != tb.order.untried.Len()):
+		fail("%d queued, %d untried; heaps %d, %d", c.queued, c.untried, tb.order.byAsk.Len(), tb.order.untried.Len())
+	case c.active != len(tb.active) || c.active != len(tb.marks):
+		fail("%d active rows, %d in active, %d marks", c.active, len(tb.active), len(tb.marks))
+	case c.retrying != tb.byDue.Len() || c.retrying != tb.byAsk.Len() || c.refreshing != tb.refreshQ.Len():
+		fail("%d retrying (heaps %d, %d), %d to refresh (heap %d)", c.retrying, tb.byDue.Len(), tb.byAsk.Len(), c.refreshing, tb.refreshQ.Len())
+	}
+}
+
+// checkRow checks r's state against its fields, and counts it.
+func checkRow(fail func(string, ...any), tb *requests[int], key string, r *request[int], c *tableTally) {
+	if r.key != key || r.state >= reqStateCount {
+		fail("row %q holds key %q, state %d", key, r.key, r.state)
+	}
+	c.n[r.state]++
+	bare := r.state == stNotOwned || r.state == stUnset || r.state == stDraining
+	switch {
+	case bare != (r.detail == nil):
+		fail("row %q in state %d has detail %v", key, r.state, r.detail != nil)
+	case r.state == stBusy && r.running == 0, r.state == stQueued && r.running != 0:
+		fail("row %q: state %d with running %d", key, r.state, r.running)
+	case r.state == stDraining && r.running == 0:
+		fail("row %q drains with no attempt running", key)
+	}
+	c.executing += b2i(r.running != 0)
+	if r.detail != nil && r.err != "" {
+		c.failing++
+		if tb.failingRows[r.failIdx] != r {
+			fail("row %q is not at failingRows[%d]", key, r.failIdx)
+		}
+	}
+	if r.counted() {
+		kind := r.expect.Kind
+		if r.err != "" {
+			kind = StatusKindError
+		}
+		c.kinds[kind]++
+	}
+}
+
+// checkRowIndexes checks that r is where the structures of its state
+// say, and counts it there.
+func checkRowIndexes(fail func(string, ...any), tb *requests[int], key string, r *request[int], c *tableTally) {
+	switch {
+	case r.state == stQueued && tb.order != nil:
+		c.queued++
+		c.untried += b2i(!r.tried)
+		if tb.order.byAsk.Items[r.askIdx] != r || !r.tried && tb.order.untried.Items[r.dueIdx] != r {
+			fail("row %q is not where the ordering's heaps say", key)
+		}
+	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
+		c.active++
+		m := activeMark{askedAt: r.askedAt, pickedAt: r.pickedAt, tried: r.tried}
+		if tb.active[r.activeIdx] != r || tb.marks[r.activeIdx] != m {
+			fail("row %q: not at active[%d], or its mark %+v is not %+v", key, r.activeIdx, tb.marks[r.activeIdx], m)
+		}
+	case r.state == stRetrying:
+		c.retrying++
+		if tb.byDue.Items[r.dueIdx] != r || tb.byAsk.Items[r.askIdx] != r {
+			fail("row %q is not where the retry heaps say", key)
+		}
+	case (r.state == stHeld || r.state == stRefreshDue) && !r.due.IsZero():
+		c.refreshing++
+		if tb.refreshQ.Items[r.refreshIdx] != r {
+			fail("row %q is not where the refresh heap says", key)
+		}
 	}
 }
 
@@ -139,7 +153,7 @@ func (d *tableDriver) step() {
 			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, max(1, d.rev-statedb.Revision(d.rng.IntN(2))), d.now) // a revision is never 0
 	case op == 2: // dispatch (ordered: a few at a time)
 		d.running = takeReady(tb, d.running[:0], 1+d.rng.IntN(4), d.now)
-	case op == 3 && tb.order != nil: // ordered mode is per-object: no Sync
+	case (op == 3 || op == 7) && tb.order != nil: // ordered mode is per-object: no Sync
 	case op == 3: // a Sync takes everything
 		d.running, _ = tb.takeAll(d.running[:0], d.now)
 	case op == 6: // due retries come back
@@ -170,7 +184,6 @@ func (d *tableDriver) step() {
 		tb.returned(r, r.running, d.now)
 		tb.setTried(r)
 		tb.settle(r)
-	case op == 7 && tb.order != nil:
 	case op == 7: // a Sync that did not run
 		tb.untake(r)
 	case op == 8: // a result in, its write out
