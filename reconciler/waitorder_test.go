@@ -192,9 +192,11 @@ func TestAgingBound(t *testing.T) {
 	const maxWait = 20 * time.Millisecond
 	cfg := reconciler.Config[*testObject]{Priority: prio, MaxWait: maxWait}
 	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
-		// The worker is busy, and the one task the workers' queue holds
-		// beside it is taken: lo-0 waits in the order from the start.
-		insert(t, f, objs("10ms", "hi-busy", "hi-next")...)
+		// The worker is busy, and the two tasks an ordered loop queues
+		// beside it (its lookahead with Concurrency 1) are taken: lo-0
+		// waits in the order from the start.
+		insert(t, f, objs("10ms", "hi-busy")...)
+		insert(t, f, objs("1ms", "hi-next1", "hi-next2")...)
 		synctest.Wait()
 		start := time.Since(ops.start)
 		insert(t, f, objs("1ms", "lo-0")...)
@@ -216,8 +218,10 @@ func TestAgingBound(t *testing.T) {
 		ops.mu.Lock()
 		at, ran := ops.started["lo-0"]
 		ops.mu.Unlock()
-		// Overdue at 20ms, it is handed out when hi-next returns (at
-		// 20ms), behind the one task queued then: it starts by 21ms.
+		// The pool asks for work when its queue runs dry: at 11ms, when
+		// hi-next2 starts, and then every two 1ms operations. Overdue at
+		// 20ms, lo-0 goes out first at the next hand-out (by 21ms) and
+		// starts when the operation running then ends: by 22ms.
 		if waited := at - start; !ran || waited > maxWait+2*time.Millisecond {
 			t.Fatalf("lo-0 started %v after it was written (ran: %v), want within MaxWait %v and the operation queued ahead of it", waited, ran, maxWait)
 		}
