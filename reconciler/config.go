@@ -224,8 +224,9 @@ type Config[Obj any] struct {
 	// among equals, new changes go before retries before refreshes, and a
 	// retry, once due, competes by its priority. With Priority, FairnessKey
 	// or TargetKey every change is read at once (not only a round's
-	// worth) and the workers are handed requests in that order. Not with
-	// SyncOperations.
+	// worth), a change the order takes first is read ahead of a backlog
+	// written before it, and the workers are handed requests in that
+	// order. Not with SyncOperations.
 	Priority func(obj Obj) int
 	// MaxWait bounds how long a ready request is passed over: once it has
 	// waited MaxWait, no request that became ready after it is taken before

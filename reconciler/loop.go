@@ -21,8 +21,7 @@ import (
 // and report what the table says (report.go). Then it sleeps until
 // something happens. Everything here is owned by the loop goroutine.
 
-// change is one change read from the table: an object at a revision, or
-// its deletion.
+// change is one change read: an object at a revision, or its deletion.
 type change[Obj any] struct {
 	obj     Obj
 	rev     statedb.Revision
@@ -184,9 +183,8 @@ func (l *loop[Obj]) canPull() bool {
 // the Queued and Running rows. Committing rows take no room, so that the
 // next round is read while their statuses are written; nor do Busy ones,
 // so that an attempt stuck past its timeout holds up its own key only.
-// In ordered mode every change is read, up to maxOrderedRows rows with
-// work, a round's worth a step (so that a step stays short: the workers
-// wait for the steps that hand them work).
+// Ordered mode reads every change (up to maxOrderedRows rows with work),
+// a round's worth a step: the workers wait for the steps that feed them.
 func (l *loop[Obj]) roundRoom() int {
 	waiting := l.t.n[stQueued] + l.t.n[stRunning]
 	if l.t.order != nil {
@@ -249,6 +247,9 @@ func (l *loop[Obj]) pull(now time.Time) int {
 	}
 	l.markRead(!l.moreChanges)
 	l.commits.own.ReadPast(l.readTo)
+	if l.moreChanges && l.t.order != nil {
+		picked += l.readAhead(txn, now) // what the order takes first, read before the backlog
+	}
 	for n := l.commits.breaker.AllowRetries(now, budget); n > 0; n-- {
 		r, ok := l.t.popDue(now)
 		if !ok {
@@ -367,8 +368,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
 	return true
 }
 
-// roundDelay returns how long until the round limiter allows a round. It
-// reserves nothing: the round takes its token once it has picked up work.
+// roundDelay returns how long until the round limiter allows a round.
 func (l *loop[Obj]) roundDelay(now time.Time) time.Duration {
 	res := l.cfg.RoundRateLimiter.ReserveN(now, 1)
 	if !res.OK() {

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cilium/statedb"
+
 	"github.com/converge-go/converge/reconciler/internal/heap"
 	"github.com/converge-go/converge/reconciler/internal/order"
 )
 
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
 // loop reads every change into the request table at once (up to
-// maxOrderedRows rows with work) and hands the Queued rows to the workers
+// maxOrderedRows rows with work; while it is behind, what the order takes
+// first is read ahead of the rest, readAhead) and hands the Queued rows to the workers
 // in the Config's order (internal/order): by priority, then new changes
 // before retries before refreshes, round-robin across fairness keys and
 // targets, with aging: once a row has waited MaxWait, none that became
@@ -39,6 +42,8 @@ type ordering[Obj any] struct {
 	// The Queued rows by askedAt, and those not attempted yet: the
 	// reports' watermarks (view), which active gives in FIFO mode.
 	byAsk, untried heap.Indexed[*request[Obj]]
+	// aheadTo is the last revision readAhead looked at.
+	aheadTo statedb.Revision
 }
 
 // newOrdering returns the ordering cfg asks for, or nil (FIFO).
@@ -62,8 +67,8 @@ func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
 
 // push queues r, just made Queued at now.
 func (o *ordering[Obj]) push(r *request[Obj], now time.Time) {
-	o.q.Push(order.Entry[*request[Obj]]{Item: r, Gen: r.gen, Priority: o.priorityOf(r), Class: classOf(r),
-		Fair: o.fairOf(r), Target: o.targetOf(r), At: now})
+	o.q.Push(order.Entry[*request[Obj]]{Item: r, Gen: r.gen, Priority: o.priorityOf(r.obj), Class: classOf(r),
+		Fair: o.fairOf(r.obj), Target: o.targetOf(r.obj), At: now})
 	o.byAsk.Push(r)
 	if !r.tried {
 		o.untried.Push(r)
@@ -106,25 +111,25 @@ func classOf[Obj any](r *request[Obj]) int {
 	return 0
 }
 
-func (o *ordering[Obj]) priorityOf(r *request[Obj]) int {
+func (o *ordering[Obj]) priorityOf(obj Obj) int {
 	if o.priority == nil {
 		return 0
 	}
-	return o.priority(r.obj)
+	return o.priority(obj)
 }
 
-func (o *ordering[Obj]) fairOf(r *request[Obj]) string {
+func (o *ordering[Obj]) fairOf(obj Obj) string {
 	if o.fair == nil {
 		return ""
 	}
-	return o.fair(r.obj)
+	return o.fair(obj)
 }
 
-func (o *ordering[Obj]) targetOf(r *request[Obj]) string {
+func (o *ordering[Obj]) targetOf(obj Obj) string {
 	if o.target == nil {
 		return ""
 	}
-	return o.target(r.obj)
+	return o.target(obj)
 }
 
 // capped reports whether target's operations in flight are at the cap.
@@ -158,15 +163,15 @@ func (o *ordering[Obj]) release(r *request[Obj]) {
 
 // why says where a Queued row waits in the order, for Explain.
 func (o *ordering[Obj]) why(r *request[Obj]) string {
-	prio, class := o.priorityOf(r), classOf(r)
-	switch target := o.targetOf(r); {
+	prio, class := o.priorityOf(r.obj), classOf(r)
+	switch target := o.targetOf(r.obj); {
 	case o.capped(target):
 		return fmt.Sprintf("waiting for target %q at its cap (%d running)", target, o.running[target])
 	case o.q.Ahead(prio, class) > 0:
 		return fmt.Sprintf("waiting behind %d request(s) of higher priority or earlier class (its priority %d)",
 			o.q.Ahead(prio, class), prio)
 	case o.fair != nil:
-		return fmt.Sprintf("waiting for its turn among fairness keys (priority %d, fairness key %q)", prio, o.fairOf(r))
+		return fmt.Sprintf("waiting for its turn among fairness keys (priority %d, fairness key %q)", prio, o.fairOf(r.obj))
 	}
 	return fmt.Sprintf("waiting for its turn (priority %d)", prio)
 }
@@ -232,4 +237,24 @@ func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.T
 	clear(t.ready)
 	t.ready = t.ready[:0]
 	return buf
+}
+
+// readAhead, while the change reader is behind (a backlog ahead of it),
+// looks at the objects written since it last looked for changes the
+// order takes before a row that waits, and reads them now: a change of a
+// high priority, or of a quiet fairness key, written behind a burst of
+// 100k objects would otherwise wait until the whole burst has been read.
+// Each revision is looked at once. The change reader meets such a change
+// again, at the same revision, as the request the table has; deletes
+// wait for it.
+func (l *loop[Obj]) readAhead(txn statedb.ReadTxn, now time.Time) int {
+	o, picked, askedAt := l.t.order, 0, l.readTo+1
+	for obj, rev := range l.cfg.Table.LowerBound(txn, statedb.ByRevision[Obj](max(o.aheadTo, l.readTo)+1)) {
+		o.aheadTo = rev
+		if l.t.statusOf(obj).IsPendingOrRefreshing() && o.q.Passes(o.priorityOf(obj), o.fairOf(obj)) &&
+			l.t.read(change[Obj]{obj: obj, rev: rev}, &l.commits.own, askedAt, l.startRev, now) {
+			picked++
+		}
+	}
+	return picked
 }

@@ -227,3 +227,34 @@ func TestAgingBound(t *testing.T) {
 		}
 	})
 }
+
+// TestReadAhead: a change of high priority written behind a backlog the
+// loop has not read yet is read ahead of it and runs within a few
+// operations, not when the reader reaches it. Reading costs time here:
+// TargetKey takes 100µs for a backlog row (it is asked once a row is in
+// the table), so the reader, 10 rows a step, needs 100ms for the backlog.
+func TestReadAhead(t *testing.T) {
+	slowRead := func(o *testObject) string {
+		if !strings.HasPrefix(o.ID, "hi") {
+			time.Sleep(100 * time.Microsecond)
+		}
+		return ""
+	}
+	cfg := reconciler.Config[*testObject]{Priority: prio, TargetKey: slowRead, TargetConcurrency: 4, RoundSize: 10}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		insert(t, f, objs("1ms", ids("lo-", 1000)...)...)
+		time.Sleep(5 * time.Millisecond)
+		written := time.Since(ops.start)
+		insert(t, f, objs("1ms", "hi-0")...)
+		time.Sleep(time.Second)
+		synctest.Wait()
+		ops.mu.Lock()
+		at, ran := ops.started["hi-0"]
+		ops.mu.Unlock()
+		// Read at the loop's next step (a millisecond), it goes out at the
+		// next hand-out, behind the operation running and the two queued.
+		if waited := at - written; !ran || waited > 5*time.Millisecond {
+			t.Fatalf("hi-0 started %v after it was written (ran: %v), want within the next step and three operations", waited, ran)
+		}
+	})
+}

@@ -315,3 +315,33 @@ func (q *Queue[T]) Ahead(priority, class int) int {
 	}
 	return n
 }
+
+// Passes reports whether a new item of class 0 with priority and fair
+// would be taken before some item waiting now: a level below its own
+// holds items, or at its own level its fairness key holds fewer than
+// half the items (round-robin takes it ahead of the busier keys'). A
+// cheap upper bound: stale entries count.
+func (q *Queue[T]) Passes(priority int, fair string) bool {
+	for i := len(q.levels) - 1; i >= 0; i-- {
+		l := q.levels[i]
+		switch {
+		case l.priority > priority:
+			return false // it and every level before it are taken first
+		case l.priority == priority && l.class == 0:
+			fq, n := l.byFair[fair], l.arrivals.len()
+			return fq == nil && n > 0 || fq != nil && 2*fq.len() < n
+		case l.arrivals.len() > 0:
+			return true
+		}
+	}
+	return false
+}
+
+// len counts fq's entries, stale ones too.
+func (fq *fairQueue[T]) len() int {
+	n := 0
+	for _, tq := range fq.targets {
+		n += tq.len()
+	}
+	return n
+}

@@ -169,4 +169,39 @@ func TestOldestAndAhead(t *testing.T) {
 	}
 }
 
+// TestPasses: what a new item would be taken before. Passes is what the
+// reconciler reads ahead of a backlog by, so both answers matter: a false
+// true costs a read, a false false leaves a change behind the backlog.
+func TestPasses(t *testing.T) {
+	at := time.Unix(0, 0)
+	tests := []struct {
+		name   string
+		queued [][3]any // priority, class, fairness key
+		prio   int
+		fair   string
+		want   bool
+	}{
+		{"empty queue", nil, 0, "", false},
+		{"above a lower priority", [][3]any{{-100, 0, ""}}, 0, "", true},
+		{"equal priority, one key", [][3]any{{0, 0, ""}, {0, 0, ""}}, 0, "", false},
+		{"below a higher priority", [][3]any{{10, 0, ""}}, 0, "", false},
+		{"before a retry of its priority", [][3]any{{0, 1, ""}}, 0, "", true},
+		{"quiet key beside a busy one", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "A"}}, 0, "B", true},
+		{"busy key itself", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, 0, "A", false},
+		{"key with a third of the level", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, 0, "B", true},
+		{"higher level first, lower below", [][3]any{{10, 0, ""}, {-5, 0, ""}}, 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(time.Hour)
+			for i, e := range tt.queued {
+				push(q, &item{id: i}, e[0].(int), e[1].(int), e[2].(string), "", at)
+			}
+			if got := q.Passes(tt.prio, tt.fair); got != tt.want {
+				t.Fatalf("Passes(%d, %q) = %v, want %v", tt.prio, tt.fair, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
