@@ -204,15 +204,20 @@ func printableKey(k string) string { return health.PrintableKey(k) }
 // would write its own status beside ours, in a StatusSet), the change was
 // made in this run (not restored from an earlier one), and the status was
 // written in this run too (a status written by this reconciler: the
-// writer copied the object from the table and changed it).
+// writer copied the object from the table and changed it). A reconciler
+// registered on the table after the run began turns it off for good.
 func watchWrites[Obj comparable](r *reconciler[Obj], t *requests[Obj], fd *feed[Obj]) {
 	if r.registry == nil || len(r.shared.others) > 0 {
 		return
 	}
 	r.unreconciledLog = rate.NewLimiter(rate.Every(10*time.Second), 3)
+	shared := false
 	t.noticed = func(obj Obj, rev statedb.Revision, st Status) {
-		if rev <= fd.startRev || st.UpdatedAt.Before(fd.openedAt) {
+		if shared || rev <= fd.startRev || st.UpdatedAt.Before(fd.openedAt) {
 			return
+		}
+		if shared = len(r.registry.others(r.regName, r.cfg.Table.Name())) > 0; shared {
+			return // registered since the run began: its status writes keep ours
 		}
 		key := r.keyOf(obj)
 		r.unreconciled.add(key, rev)
