@@ -16,18 +16,19 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
 
-// The settings the two reconcilers share. Both libraries default to these
-// values; they are spelled out so that a change of either default does not
-// silently change the comparison.
+// The settings the two reconcilers share: package bench's, which both
+// libraries default to, spelled out so that a change of either default
+// does not silently change the comparison.
 const (
-	roundSize       = 1000                   // objects per round
-	roundRate       = 1000                   // rounds per second, burst 1
-	retryBackoffMin = 100 * time.Millisecond // first retry
-	retryBackoffMax = time.Minute            // longest backoff
+	roundSize       = bench.RoundSize
+	roundRate       = bench.RoundRate
+	retryBackoffMin = bench.RetryBackoffMin
+	retryBackoffMax = bench.RetryBackoffMax
 )
 
 // preloadAge is how old the UpdatedAt of preloaded Done objects is: older
@@ -116,17 +117,7 @@ func (r *tableRig[Obj]) populate() error {
 	if err := r.h.Populate(logger); err != nil {
 		return err
 	}
-	for from := 0; from < r.preload; from += roundSize {
-		wtxn := r.db.WriteTxn(r.table)
-		for id := from; id < min(from+roundSize, r.preload); id++ {
-			if _, _, err := r.table.Insert(wtxn, r.aged(uint64(id))); err != nil {
-				wtxn.Abort()
-				return err
-			}
-		}
-		wtxn.Commit()
-	}
-	return nil
+	return bench.Preload(r.db, r.table, r.preload, roundSize, r.aged)
 }
 
 func (r *tableRig[Obj]) start(ctx context.Context) error {

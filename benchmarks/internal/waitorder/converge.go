@@ -4,24 +4,22 @@ import (
 	"context"
 	"iter"
 	"strconv"
-	"time"
 
 	"github.com/cilium/statedb"
 	"golang.org/x/time/rate"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/index"
 	"github.com/converge-go/converge/reconciler"
 )
 
 // The settings every side shares where it has them, as in the core
-// benchmarks: both libraries default to these values; they are spelled
-// out so that a change of either default does not silently change the
-// comparison.
+// benchmarks (package bench).
 const (
-	roundSize       = 1000                   // objects per round
-	roundRate       = 1000                   // rounds per second, burst 1
-	retryBackoffMin = 100 * time.Millisecond // first retry
-	retryBackoffMax = time.Minute            // longest backoff
+	roundSize       = bench.RoundSize
+	roundRate       = bench.RoundRate
+	retryBackoffMin = bench.RetryBackoffMin
+	retryBackoffMax = bench.RetryBackoffMax
 )
 
 // RetryBackoffMin and RetryBackoffMax are the retry backoff of every side

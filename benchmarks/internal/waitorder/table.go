@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/hive/job"
 	"github.com/cilium/statedb"
 	sdbindex "github.com/cilium/statedb/index"
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 )
 
 // logger is what the hives log to: errors only, on stderr. A hung
@@ -71,18 +72,7 @@ func (s *tableSystem[Obj]) populate() error {
 	if err := s.h.Populate(logger); err != nil {
 		return err
 	}
-	const batch = 1000
-	for from := 0; from < s.preload; from += batch {
-		wtxn := s.db.WriteTxn(s.table)
-		for id := from; id < min(from+batch, s.preload); id++ {
-			if _, _, err := s.table.Insert(wtxn, s.done(uint64(id))); err != nil {
-				wtxn.Abort()
-				return err
-			}
-		}
-		wtxn.Commit()
-	}
-	return nil
+	return bench.Preload(s.db, s.table, s.preload, 1000, s.done)
 }
 
 func (s *tableSystem[Obj]) Start(ctx context.Context) error {
