@@ -126,79 +126,6 @@ func checkRowIndexes(fail func(string, ...any), tb *requests[int], key string, r
 	}
 }
 
-// tableDriver drives a request table through random transitions of both
-// executors: changes, dispatch, results, retries, Syncs taken and
-// untaken, ownership lost and gained, Unset, refresh put off, settling.
-type tableDriver struct {
-	rng     *rand.Rand
-	t       *requests[int]
-	now     time.Time
-	rev     statedb.Revision
-	running []*request[int]
-}
-
-// step makes one random transition.
-func (d *tableDriver) step() {
-	tb := d.t
-	d.now = d.now.Add(time.Duration(d.rng.IntN(5)) * time.Millisecond)
-	var r *request[int]
-	if len(d.running) > 0 {
-		r = d.running[d.rng.IntN(len(d.running))]
-	}
-	key := "k" + strconv.Itoa(d.rng.IntN(12))
-	switch op := d.rng.IntN(14); {
-	case op <= 1: // a change
-		d.rev++
-		tb.add(key, change[int]{obj: int(d.rev), rev: d.rev, deleted: op == 1 && d.rng.IntN(4) == 0},
-			Status{Kind: StatusKindPending, ID: uint64(d.rev)}, max(1, d.rev-statedb.Revision(d.rng.IntN(2))), d.now) // a revision is never 0
-	case op == 2: // dispatch (ordered: a few at a time)
-		d.running = takeReady(tb, d.running[:0], 1+d.rng.IntN(4), d.now)
-	case (op == 3 || op == 7) && tb.order != nil: // ordered mode is per-object: no Sync
-	case op == 3: // a Sync takes everything
-		d.running, _ = tb.takeAll(d.running[:0], d.now)
-	case op == 6: // due retries come back
-		for r, ok := tb.popDue(d.now); ok; r, ok = tb.popDue(d.now) {
-			tb.requeue(r, d.now)
-		}
-	case op == 9: // ownership lost, or gained back
-		if d.rng.IntN(2) == 0 {
-			tb.lose(key, d.rng.IntN(3) == 0, max(1, d.rev))
-		} else if at, ok := tb.gained(key); ok {
-			tb.add(key, change[int]{obj: 1, rev: d.rev}, Status{Kind: StatusKindPending, ID: 1}, at, d.now)
-		}
-	case op == 10: // Unset, or not
-		tb.unset(key, d.rng.IntN(2) == 0)
-	case op == 11: // a refresh put off, or due
-		rf := &refresher[int]{t: tb}
-		if d.rng.IntN(2) == 0 {
-			rf.later(key, change[int]{obj: 1, rev: d.rev}, d.now.Add(time.Millisecond), d.now)
-		} else if r, ok := rf.popRow(d.now); ok {
-			rf.unschedule(r, d.now)
-		}
-	case r == nil || r.detail == nil || (op != 7 && r.state != stRunning):
-	case op == 4: // a result: failed, retried later
-		tb.returned(r, r.running, d.now)
-		tb.setTried(r)
-		tb.retry(r, d.now.Add(time.Millisecond), whyBackoff, "boom", d.now)
-	case op == 5: // a result: settled
-		tb.returned(r, r.running, d.now)
-		tb.setTried(r)
-		tb.settle(r)
-	case op == 7: // a Sync that did not run
-		tb.untake(r)
-	case op == 8: // a result in, its write out
-		if tb.returned(r, r.attempt, d.now) {
-			tb.setTried(r)
-			tb.writeOut(r, 0, d.now)
-		}
-	case op == 12: // given up on, refreshed later
-		tb.returned(r, r.running, d.now)
-		tb.hold(r, whyPermanent, "bad", d.now.Add(time.Millisecond), d.now)
-	case op == 13: // overdue
-		tb.overdue(r, r.attempt)
-	}
-}
-
 // viewByWalk is view read from the active rows themselves, not their
 // marks: the two must agree.
 func viewByWalk(tb *requests[int], readTo statedb.Revision, now time.Time) tableView[int] {
@@ -259,73 +186,83 @@ func TestRequestTableInvariants(t *testing.T) {
 // until landed, and a write that comes back after the row was replaced
 // or settled is not its.
 func TestCommittingRequest(t *testing.T) {
-	now := time.Now()
-	pending := Status{Kind: StatusKindPending, ID: 7}
-	start := func(t *testing.T) (*requests[int], *request[int], uint64) {
-		tb := newTestTable(true)
-		r := tb.add("k", pendingCh(10), pending, 10, now)
-		if taken := takeReady(tb, nil, 0, now); len(taken) != 1 || taken[0] != r {
-			t.Fatalf("take = %v, want the request", taken)
-		}
-		id := r.attempt
-		if !tb.returned(r, id, now) {
-			t.Fatal("the attempt's result is not wanted")
-		}
-		tb.writeOut(r, id, now)
-		return tb, r, id
+	t.Run("landed", committingLanded)
+	t.Run("replaced meanwhile", committingReplaced)
+	t.Run("settled meanwhile", committingSettled)
+}
+
+// startCommitting returns a table whose one request's status write is
+// out on the committer, and the attempt's id.
+func startCommitting(t *testing.T, now time.Time) (*requests[int], *request[int], uint64) {
+	tb := newTestTable(true)
+	r := tb.add("k", pendingCh(10), Status{Kind: StatusKindPending, ID: 7}, 10, now)
+	if taken := takeReady(tb, nil, 0, now); len(taken) != 1 || taken[0] != r {
+		t.Fatalf("take = %v, want the request", taken)
 	}
-	t.Run("landed", func(t *testing.T) {
-		tb, r, id := start(t)
-		if tb.n[stCommitting] != 1 || len(tb.active) != 1 {
-			t.Fatalf("committing %d, active %d; want 1, 1", tb.n[stCommitting], len(tb.active))
-		}
-		// Outstanding for the waits: not settled, not yet attempted.
-		if v := view(tb, 10, now); v.retryLow != 10 || v.reconciled != 9 {
-			t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
-		}
-		if tb.kinds[StatusKindPending] != 1 {
-			t.Fatalf("pending %d, want 1: the table holds Pending until the write lands", tb.kinds[StatusKindPending])
-		}
-		if !tb.writeBack(r, id) {
-			t.Fatal("writeBack: the write is the request's own")
-		}
-		tb.settle(r)
-		if tb.n[stCommitting] != 0 || len(tb.active) != 0 || len(tb.rows) != 0 {
-			t.Fatalf("after settling: committing %d, active %d, rows %d; want none", tb.n[stCommitting], len(tb.active), len(tb.rows))
-		}
-	})
-	t.Run("replaced meanwhile", func(t *testing.T) {
-		tb, r, id := start(t)
-		if newer := tb.add("k", pendingCh(11), Status{Kind: StatusKindPending, ID: 8}, 11, now); newer != r {
-			t.Fatal("the key's row was not reused") // the case that makes the id matter
-		}
-		if tb.n[stCommitting] != 0 || tb.writeBack(r, id) {
-			t.Fatal("a write that came back after its request was replaced was taken as the new request's")
-		}
-		if r.state != stQueued {
-			t.Fatalf("the newer request is in state %d, want Queued", r.state)
-		}
-	})
-	t.Run("settled meanwhile", func(t *testing.T) {
-		tb, r, id := start(t)
-		tb.settle(r) // e.g. disowned
-		if tb.writeBack(r, id) {
-			t.Fatal("a write that came back after its request settled was taken")
-		}
-		// The row is reused for another key and written out again under
-		// a newer attempt: the old id still is not its.
-		r2 := tb.add("other", pendingCh(12), pending, 12, now)
-		takeReady(tb, nil, 0, now)
-		id2 := r2.attempt
-		tb.returned(r2, id2, now)
-		tb.writeOut(r2, id2, now)
-		if r2 == r && tb.writeBack(r2, id) {
-			t.Fatal("an old attempt's write was taken by a reused row")
-		}
-		if !tb.writeBack(r2, id2) {
-			t.Fatal("the newer attempt's write is its own")
-		}
-	})
+	id := r.attempt
+	if !tb.returned(r, id, now) {
+		t.Fatal("the attempt's result is not wanted")
+	}
+	tb.writeOut(r, id, now)
+	return tb, r, id
+}
+
+func committingLanded(t *testing.T) {
+	now := time.Now()
+	tb, r, id := startCommitting(t, now)
+	if tb.n[stCommitting] != 1 || len(tb.active) != 1 {
+		t.Fatalf("committing %d, active %d; want 1, 1", tb.n[stCommitting], len(tb.active))
+	}
+	// Outstanding for the waits: not settled, not yet attempted.
+	if v := view(tb, 10, now); v.retryLow != 10 || v.reconciled != 9 {
+		t.Fatalf("view: reconciled %d, retry low %d; want 9, 10", v.reconciled, v.retryLow)
+	}
+	if tb.kinds[StatusKindPending] != 1 {
+		t.Fatalf("pending %d, want 1: the table holds Pending until the write lands", tb.kinds[StatusKindPending])
+	}
+	if !tb.writeBack(r, id) {
+		t.Fatal("writeBack: the write is the request's own")
+	}
+	tb.settle(r)
+	if tb.n[stCommitting] != 0 || len(tb.active) != 0 || len(tb.rows) != 0 {
+		t.Fatalf("after settling: committing %d, active %d, rows %d; want none", tb.n[stCommitting], len(tb.active), len(tb.rows))
+	}
+}
+
+func committingReplaced(t *testing.T) {
+	now := time.Now()
+	tb, r, id := startCommitting(t, now)
+	if newer := tb.add("k", pendingCh(11), Status{Kind: StatusKindPending, ID: 8}, 11, now); newer != r {
+		t.Fatal("the key's row was not reused") // the case that makes the id matter
+	}
+	if tb.n[stCommitting] != 0 || tb.writeBack(r, id) {
+		t.Fatal("a write that came back after its request was replaced was taken as the new request's")
+	}
+	if r.state != stQueued {
+		t.Fatalf("the newer request is in state %d, want Queued", r.state)
+	}
+}
+
+func committingSettled(t *testing.T) {
+	now := time.Now()
+	tb, r, id := startCommitting(t, now)
+	tb.settle(r) // e.g. disowned
+	if tb.writeBack(r, id) {
+		t.Fatal("a write that came back after its request settled was taken")
+	}
+	// The row is reused for another key and written out again under
+	// a newer attempt: the old id still is not its.
+	r2 := tb.add("other", pendingCh(12), Status{Kind: StatusKindPending, ID: 7}, 12, now)
+	takeReady(tb, nil, 0, now)
+	id2 := r2.attempt
+	tb.returned(r2, id2, now)
+	tb.writeOut(r2, id2, now)
+	if r2 == r && tb.writeBack(r2, id) {
+		t.Fatal("an old attempt's write was taken by a reused row")
+	}
+	if !tb.writeBack(r2, id2) {
+		t.Fatal("the newer attempt's write is its own")
+	}
 }
 
 // TestKeyBusyTakesNoRoom follows a key whose attempt runs past its
