@@ -2,9 +2,11 @@ package workers
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -131,43 +133,54 @@ func TestPoolWaitsForWorker(t *testing.T) {
 // outstanding what is queued or running.
 func TestPoolOrdered(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
-		p := newTestPool(3)
-		if ordered {
-			p.SetOrdered(1)
-		}
-		var held []task
-		for i := range 3 {
-			h := task{id: i, block: make(chan struct{}), started: make(chan struct{})}
-			held = append(held, h)
-			p.Submit(context.Background(), h)
-			<-h.started
-		}
-		p.Submit(context.Background(), task{id: 3}, task{id: 4})
-		p.SetHungry(true)
-		p.mu.Lock()
-		starving := p.starving() // two queued
-		p.mu.Unlock()
-		if n := p.Outstanding(); n != 5 {
-			t.Fatalf("ordered %v: %d outstanding, want 5", ordered, n)
-		}
-		if starving == ordered {
-			t.Fatalf("ordered %v: starving %v with two queued and three workers", ordered, starving)
-		}
-		p.SetHungry(false)
-		close(held[0].block) // it and the two queued return; two still run
-		for done := 0; done < 3; {
-			<-p.Notify()
-			p.mu.Lock()
-			done = len(p.done)
-			p.mu.Unlock()
-		}
-		ok, wait := p.ShouldCommit(time.Now(), 100)
-		if ok != ordered || !ordered && wait <= 0 {
-			t.Fatalf("ordered %v: three results in, two running: commit now %v (wait %v)", ordered, ok, wait)
-		}
-		close(held[1].block)
-		close(held[2].block)
-		take(t, p, 5)
-		p.Close()
+		t.Run(fmt.Sprint("ordered=", ordered), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { testPoolOrdered(t, ordered) })
+		})
 	}
+}
+
+// testPoolOrdered runs in a bubble: synctest.Wait tells when the results
+// of the tasks that can finish are in. (The pool wakes its owner for the
+// first result and not for each: waiting on Notify for three results
+// hung when the other two came after the first wake-up was taken.)
+func testPoolOrdered(t *testing.T, ordered bool) {
+	p := newTestPool(3)
+	if ordered {
+		p.SetOrdered(1)
+	}
+	var held []task
+	for i := range 3 {
+		h := task{id: i, block: make(chan struct{}), started: make(chan struct{})}
+		held = append(held, h)
+		p.Submit(context.Background(), h)
+		<-h.started
+	}
+	p.Submit(context.Background(), task{id: 3}, task{id: 4})
+	p.SetHungry(true)
+	p.mu.Lock()
+	starving := p.starving() // two queued
+	p.mu.Unlock()
+	if n := p.Outstanding(); n != 5 {
+		t.Fatalf("ordered %v: %d outstanding, want 5", ordered, n)
+	}
+	if starving == ordered {
+		t.Fatalf("ordered %v: starving %v with two queued and three workers", ordered, starving)
+	}
+	p.SetHungry(false)
+	close(held[0].block) // it and the two queued return; two still run
+	synctest.Wait()
+	p.mu.Lock()
+	done := len(p.done)
+	p.mu.Unlock()
+	if done != 3 {
+		t.Fatalf("ordered %v: %d results in, want 3", ordered, done)
+	}
+	ok, wait := p.ShouldCommit(time.Now(), 100)
+	if ok != ordered || !ordered && wait <= 0 {
+		t.Fatalf("ordered %v: three results in, two running: commit now %v (wait %v)", ordered, ok, wait)
+	}
+	close(held[1].block)
+	close(held[2].block)
+	take(t, p, 5)
+	p.Close()
 }
