@@ -47,12 +47,12 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	v := view(t, p.readTo, now)
 	s := &StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
 		Initialized: p.initialized, RecentErrors: recentErrors(h), UpdatedAt: now,
-		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: t.waiting(), InFlight: p.inFlight,
+		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: waiting(t), InFlight: p.inFlight,
 		LastRound: p.lastRound, LastFull: p.lastFull}
 	if next, ok := t.nextDue(); ok {
 		s.NextRetry = next
 	}
-	if t.waiting() > 0 {
+	if waiting(t) > 0 {
 		s.oldestSince = v.oldestPicked
 	}
 	pending, refreshing, errs, unowned, unset := t.kinds[StatusKindPending], t.kinds[StatusKindRefreshing],
@@ -60,7 +60,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	s.Objects = ObjectCounts{Pending: pending, Refreshing: refreshing, Error: errs, Unowned: unowned, Unset: unset,
 		Done: max(0, objects-pending-refreshing-errs-unowned-unset)}
 	progress := progressOf(t, v)
-	gauges := Gauges{Failing: t.failing, Waiting: t.waiting(), InFlight: p.inFlight, Retries: t.byDue.Len(),
+	gauges := Gauges{Failing: t.failing, Waiting: waiting(t), InFlight: p.inFlight, Retries: t.byDue.Len(),
 		OldestWaiting: max(now.Sub(v.oldestPicked), 0)}
 	progress.ownChanged = p.ownChanged
 	if p.standby {
@@ -137,7 +137,7 @@ func finishView[Obj any](t *requests[Obj], v *tableView[Obj]) {
 
 // progressValues derives what the waits watch from the table.
 func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
-	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: t.waiting() + t.byDue.Len()}
+	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: waiting(t) + t.byDue.Len()}
 	if t.blocked > 0 {
 		p.blocked = blockedError(t)
 	}
@@ -347,23 +347,26 @@ func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Ex
 
 // waiting counts the rows that wait for a worker or are in its hands:
 // active, and in ordered mode the Queued rows kept out of it.
-func (t *requests[Obj]) waiting() int {
+func waiting[Obj any](t *requests[Obj]) int {
 	if t.order != nil {
 		return len(t.active) + t.n[stQueued]
 	}
 	return len(t.active)
 }
 
-// indexFailing adds r to failingRows (d > 0) or takes it out.
-func (t *requests[Obj]) indexFailing(r *request[Obj], d int) {
-	if d > 0 {
-		r.failIdx = len(t.failingRows)
-		t.failingRows = append(t.failingRows, r)
-		return
-	}
-	last := len(t.failingRows) - 1
-	moved := t.failingRows[last]
-	t.failingRows[r.failIdx], moved.failIdx = moved, r.failIdx
-	t.failingRows[last] = nil
-	t.failingRows = t.failingRows[:last]
+// failingSet is the rows with an error, each at its failIdx: health names
+// the first few without walking the table.
+type failingSet[Obj any] []*request[Obj]
+
+func (s *failingSet[Obj]) add(r *request[Obj]) {
+	r.failIdx = len(*s)
+	*s = append(*s, r)
+}
+
+func (s *failingSet[Obj]) remove(r *request[Obj]) {
+	last := len(*s) - 1
+	moved := (*s)[last]
+	(*s)[r.failIdx], moved.failIdx = moved, r.failIdx
+	(*s)[last] = nil
+	*s = (*s)[:last]
 }

@@ -156,7 +156,7 @@ type requests[Obj any] struct {
 	kinds          [statusKindCount]int // counted rows by expect's kind (Error when failing)
 	blocked        int                  // Held for whyMisconfigured
 	failing        int                  // rows with an error, deletes included
-	failingRows    []*request[Obj]      // those rows: health names the first of them
+	failingRows    failingSet[Obj]      // those rows: health names the first of them
 	failingDeletes int
 	executing      int // rows with running != 0
 	dirty          bool
@@ -271,7 +271,11 @@ func (t *requests[Obj]) count(r *request[Obj], d int) {
 	if r.err != "" {
 		t.failing += d
 		t.failingDeletes += d * b2i(r.deleted)
-		t.indexFailing(r, d)
+		if d > 0 {
+			t.failingRows.add(r)
+		} else {
+			t.failingRows.remove(r)
+		}
 	}
 	if !r.counted() {
 		return
