@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 )
 
 // Metric names in a measure.
@@ -282,5 +284,5 @@ func sizesLine(s sizes) string {
 		s.bulkLoads, countLabel(s.bulkObjects),
 		countLabel(s.retryObjects), s.retryHeal, countLabel(s.fullObjects),
 		countLabel(s.syncObjects), s.syncRate, s.syncDuration,
-		countLabel(s.backlogObjects), s.backlogSamples, countLabel(s.hungObjects), s.hungWindow, s.insertBatch, roundSize)
+		countLabel(s.backlogObjects), s.backlogSamples, countLabel(s.hungObjects), s.hungWindow, s.insertBatch, bench.RoundSize)
 }

@@ -21,16 +21,6 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// The settings the two reconcilers share: package bench's, which both
-// libraries default to, spelled out so that a change of either default
-// does not silently change the comparison.
-const (
-	roundSize       = bench.RoundSize
-	roundRate       = bench.RoundRate
-	retryBackoffMin = bench.RetryBackoffMin
-	retryBackoffMax = bench.RetryBackoffMax
-)
-
 // preloadAge is how old the UpdatedAt of preloaded Done objects is: older
 // than any refresh interval used here, so a full reconciliation refreshes
 // every one of them.
@@ -117,7 +107,7 @@ func (r *tableRig[Obj]) populate() error {
 	if err := r.h.Populate(logger); err != nil {
 		return err
 	}
-	return bench.Preload(r.db, r.table, r.preload, roundSize, r.aged)
+	return bench.Preload(r.db, r.table, r.preload, bench.RoundSize, r.aged)
 }
 
 func (r *tableRig[Obj]) start(ctx context.Context) error {
@@ -208,11 +198,11 @@ func convergeConfig(table statedb.RWTable[*convergeObject], opts rigOptions) rec
 		SetObjectStatus:            func(o *convergeObject, s reconciler.Status) *convergeObject { o.Status = s; return o },
 		CloneObject:                (*convergeObject).clone,
 		Operations:                 convergeOps{t: opts.target},
-		RoundSize:                  roundSize,
-		RoundRateLimiter:           rate.NewLimiter(roundRate, 1),
+		RoundSize:                  bench.RoundSize,
+		RoundRateLimiter:           rate.NewLimiter(bench.RoundRate, 1),
 		Concurrency:                max(opts.concurrency, 1),
-		RetryBackoffMin:            retryBackoffMin,
-		RetryBackoffMax:            retryBackoffMax,
+		RetryBackoffMin:            bench.RetryBackoffMin,
+		RetryBackoffMax:            bench.RetryBackoffMax,
 		FullReconciliationInterval: reconciler.Off,
 		RefreshInterval:            reconciler.Off,
 		Metrics:                    reconciler.NopMetrics{},
@@ -341,8 +331,8 @@ func newStatedbRig(ctx context.Context, opts rigOptions) (*tableRig[*statedbObje
 // benchmarks starts from.
 func statedbOptions() []sdbrec.Option {
 	return []sdbrec.Option{
-		sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
-		sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
+		sdbrec.WithRoundLimits(bench.RoundSize, rate.NewLimiter(bench.RoundRate, 1)),
+		sdbrec.WithRetry(bench.RetryBackoffMin, bench.RetryBackoffMax),
 		sdbrec.WithMetrics(statedbNopMetrics{}),
 		// No periodic pruning (its default prunes on start and hourly);
 		// Prune() still triggers one.

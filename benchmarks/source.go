@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/reconciler"
 	"github.com/converge-go/converge/source"
 	"github.com/converge-go/converge/source/sourcetest"
@@ -94,7 +95,7 @@ func newSourceRig(withReconciler bool, addSource func(r *sourceRig, p source.Par
 						SetObjectStatus:            func(o *srcObj, s reconciler.Status) *srcObj { o.Status = s; return o },
 						CloneObject:                func(o *srcObj) *srcObj { c := *o; return &c },
 						Operations:                 &r.ops,
-						RoundSize:                  roundSize,
+						RoundSize:                  bench.RoundSize,
 						FullReconciliationInterval: reconciler.Off,
 						RefreshInterval:            reconciler.Off,
 						Metrics:                    reconciler.NopMetrics{},

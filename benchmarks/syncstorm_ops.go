@@ -8,6 +8,7 @@ import (
 	sdbrec "github.com/cilium/statedb/reconciler"
 	"golang.org/x/time/rate"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -69,5 +70,5 @@ func (o statedbRenderOps) Prune(_ context.Context, _ statedb.ReadTxn, objs iter.
 // statedbRoundLimit is the statedb side's round limiter in sync-storm
 // (see syncStormRoundRate).
 func statedbRoundLimit() sdbrec.Option {
-	return sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(syncStormRoundRate, 1))
+	return sdbrec.WithRoundLimits(bench.RoundSize, rate.NewLimiter(syncStormRoundRate, 1))
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/benchmarks/internal/waitorder"
 )
 
@@ -58,7 +59,7 @@ func fullSizes() sizes {
 		latencySmall:   1000,
 		latencyLarge:   1_000_000,
 		latencySamples: 1000,
-		latencyGap:     5 * time.Second / roundRate,
+		latencyGap:     5 * time.Second / bench.RoundRate,
 		trickleSamples: 1000,
 		bulkObjects:    100_000,
 		bulkLoads:      4,
@@ -97,7 +98,7 @@ func quickSizes() sizes {
 		latencySmall:    1000,
 		latencyLarge:    50_000,
 		latencySamples:  100,
-		latencyGap:      5 * time.Second / roundRate,
+		latencyGap:      5 * time.Second / bench.RoundRate,
 		trickleSamples:  200,
 		bulkObjects:     20_000,
 		bulkLoads:       2,

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/benchmarks/internal/waitorder"
 )
 
@@ -61,7 +62,7 @@ func newCR(_ context.Context, s waitorder.Setup) (waitorder.System, error) {
 func (s *crSystem) Start(context.Context) error {
 	// An empty name: no metrics, as every side here runs without.
 	s.q = priorityqueue.New("", func(o *priorityqueue.Opts[uint64]) {
-		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[uint64](waitorder.RetryBackoffMin, waitorder.RetryBackoffMax)
+		o.RateLimiter = workqueue.NewTypedItemExponentialFailureRateLimiter[uint64](bench.RetryBackoffMin, bench.RetryBackoffMax)
 	})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for range max(s.setup.Concurrency, 1) {

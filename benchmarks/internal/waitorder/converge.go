@@ -13,23 +13,6 @@ import (
 	"github.com/converge-go/converge/reconciler"
 )
 
-// The settings every side shares where it has them, as in the core
-// benchmarks (package bench).
-const (
-	roundSize       = bench.RoundSize
-	roundRate       = bench.RoundRate
-	retryBackoffMin = bench.RetryBackoffMin
-	retryBackoffMax = bench.RetryBackoffMax
-)
-
-// RetryBackoffMin and RetryBackoffMax are the retry backoff of every side
-// (converge's RetryBackoffMin and RetryBackoffMax, statedb's WithRetry),
-// for a queue's rate limiter to match.
-const (
-	RetryBackoffMin = retryBackoffMin
-	RetryBackoffMax = retryBackoffMax
-)
-
 // convergeObject is the desired object of the converge side.
 type convergeObject struct {
 	ID     uint64
@@ -94,12 +77,12 @@ func convergeConfig(table statedb.RWTable[*convergeObject], s Setup) reconciler.
 		SetObjectStatus:            func(o *convergeObject, st reconciler.Status) *convergeObject { o.Status = st; return o },
 		CloneObject:                (*convergeObject).clone,
 		Operations:                 convergeOps{t: s.Target},
-		RoundSize:                  roundSize,
-		RoundRateLimiter:           rate.NewLimiter(roundRate, 1),
+		RoundSize:                  bench.RoundSize,
+		RoundRateLimiter:           rate.NewLimiter(bench.RoundRate, 1),
 		Concurrency:                max(s.Concurrency, 1),
 		OperationTimeout:           s.OperationTimeout,
-		RetryBackoffMin:            retryBackoffMin,
-		RetryBackoffMax:            retryBackoffMax,
+		RetryBackoffMin:            bench.RetryBackoffMin,
+		RetryBackoffMax:            bench.RetryBackoffMax,
 		FullReconciliationInterval: reconciler.Off,
 		RefreshInterval:            reconciler.Off,
 		Metrics:                    reconciler.NopMetrics{},

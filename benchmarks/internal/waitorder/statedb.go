@@ -12,6 +12,7 @@ import (
 	"github.com/cilium/statedb"
 	sdbindex "github.com/cilium/statedb/index"
 	sdbrec "github.com/cilium/statedb/reconciler"
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"golang.org/x/time/rate"
 )
 
@@ -80,8 +81,8 @@ func NewStatedb(ctx context.Context, s Setup) (System, error) {
 			func(o *statedbObject, st sdbrec.Status) *statedbObject { o.Status = st; return o },
 			func(o *statedbObject) sdbrec.Status { return o.Status },
 			ops, ops,
-			sdbrec.WithRoundLimits(roundSize, rate.NewLimiter(roundRate, 1)),
-			sdbrec.WithRetry(retryBackoffMin, retryBackoffMax),
+			sdbrec.WithRoundLimits(bench.RoundSize, rate.NewLimiter(bench.RoundRate, 1)),
+			sdbrec.WithRetry(bench.RetryBackoffMin, bench.RetryBackoffMax),
 			sdbrec.WithMetrics(statedbNopMetrics{}),
 			sdbrec.WithoutPruning(),
 			sdbrec.WithRefreshing(0, nil))
