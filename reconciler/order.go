@@ -13,13 +13,14 @@ import (
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
 // loop reads every change into the request table at once (up to
 // maxOrderedRows rows with work; while it is behind, what the order takes
-// first is read ahead of the rest, readAhead) and hands the Queued rows to the workers
-// in the Config's order (internal/order): by priority, then new changes
-// before retries before refreshes, round-robin across fairness keys and
-// targets, with aging: once a row has waited MaxWait, none that became
-// ready after it goes first. A target at TargetConcurrency is passed over;
-// its rows wait without taking room in a round. Without these options the
-// FIFO ready list of request.go is used, unchanged.
+// first is read ahead of the rest, readAhead) and hands the Queued rows
+// to the workers in the Config's order (internal/order): by priority,
+// then new changes before retries before refreshes, round-robin across
+// fairness keys and targets, with aging: once a row has waited MaxWait,
+// none that became ready after it goes first. A target at
+// TargetConcurrency is passed over; its rows wait without taking room in
+// a round. Without these options the FIFO ready list of request.go is
+// used, unchanged.
 
 // maxOrderedRows bounds the rows with work an ordered loop keeps (the
 // rest of a backlog waits unread): a million rows are a few hundred MB.
