@@ -2,7 +2,8 @@ package reconciler
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -14,47 +15,19 @@ import (
 	"github.com/converge-go/converge/reconciler/internal/revs"
 )
 
-// What a result does, the same for both loops. The executor's outcome of
-// an attempt is judged (what does it ask of the table?), the statuses of
-// a commit are written in one write transaction (execute.go's writeAll,
-// under the one status-write rule), and each request moves on according
-// to how its write went: settled, retried or held. The breaker, the
-// failure log, health's recent errors and the metrics see every failure,
-// whichever loop's.
+// What a result does, the same for both loops: the outcome of an attempt
+// is judged (what does it ask of the table?), the statuses of a commit are
+// written in one write transaction under one rule (writeStatus: is the
+// write still this reconciler's?), and each request moves on as its write
+// went (settle): settled, retried or held (failure.go).
 //
 // In the per-object loop, while more work waits, a commit's writes go to
 // the committer goroutine (internal/pipeline), so that the loop reads and
-// dispatches the next round while they are written: at most maxOutJobs
-// commits are out, one written and one queued behind it; they come back
-// in order, and their requests wait in Committing until the loop lands
-// them. A request replaced or settled meanwhile is told apart by its
-// attempt id (writeBack), so a write that comes back late moves nothing.
-
-// outcome is what became of one request's attempt.
-type outcome[Obj any] struct {
-	r       *request[Obj]
-	op      Op
-	attempt uint64
-	err     error            // what the operation returned (ErrTimeout when overdue)
-	rev     statedb.Revision // the revision the operation saw
-	target  Obj              // the operation's clone, if it had one
-	// hasTarget: the operation was given target (else, overdue or a Sync,
-	// the status is written into a clone of the object as last read).
-	hasTarget bool
-	// failures, when set, is the count of failures, this one included,
-	// the backoff goes by instead of the request's own: a Sync that
-	// failed as a whole backs off by the Syncs failed in a row.
-	failures int
-}
-
-// verdict is what an outcome asks for. It holds values only: it waits,
-// with its write, while the write is out on the committer.
-type verdict[Obj any] struct {
-	outcome[Obj]
-	failed error  // the failure as the status reports it; nil on success
-	giveUp reqWhy // why it is given up on (whyNone: retried)
-	write  int    // index of its write in the commit's writes, or -1
-}
+// dispatches the next round meanwhile: at most maxOutJobs commits are out,
+// one written and one queued behind it; they come back in order, and their
+// requests wait in Committing until the loop lands them. A request
+// replaced or settled meanwhile is told apart by its attempt id
+// (writeBack), so a write that comes back late moves nothing.
 
 // commitJob is one commit: the verdicts that wait for their writes, the
 // writes, and when it was judged. Only the writes go to the committer.
@@ -273,7 +246,7 @@ func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {
 			realized = append(realized, d)
 		}
 	}
-	c.reportRealized(realized)
+	reportRealized(c.reconciler, realized)
 	c.buf = realized[:0]
 	if n := job.judged; n > 0 {
 		d := time.Since(job.oldest)
@@ -329,50 +302,91 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	return committedAt.Sub(start), true
 }
 
-// fail records a failed attempt: the request is given up on (Held, and
-// refreshed RefreshInterval later) or retried after RetryAfter's delay or
-// the backoff.
-func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
-	r := v.r
-	msg := v.failed.Error()
-	if r.deleted {
-		msg = "delete: " + msg
+// writeStatus stores w's status if, and only if, this reconciler's status
+// in the current object is still the one the request expects, whatever
+// else changed (the data, another reconciler's status in a StatusSet),
+// and, for a fenced write, this replica owns the key. Otherwise it says
+// what it found instead (settle acts on it). When the object is exactly
+// the one the operation saw, the operation's clone is written, keeping
+// what Update set on it.
+func (c *committer[Obj]) writeStatus(wtxn statedb.WriteTxn, w *statusWrite[Obj]) writeOutcome {
+	if w.fenced && !c.ownsKey(w.key) {
+		return writeNotOwned
 	}
-	c.breaker.Observe(false, v.giveUp != whyNone, msg, r.attempts > 0, now, c.backoff)
-	c.status.Recent.Add(health.Failure{Key: r.key, Err: msg, At: now})
-	c.failLog.Write(&r.loggedErr, &r.loggedAt, printableKey(r.key), string(v.op), msg, r.attempts+1, now)
-	r.attempts++
-	if v.giveUp != whyNone {
-		var refreshAt time.Time
-		if c.cfg.RefreshInterval != Off && c.cfg.SyncOperations == nil && !r.deleted {
-			refreshAt = now.Add(c.cfg.RefreshInterval)
+	if outcome, done := c.swap(wtxn, w, w.rev, c.cfg.SetObjectStatus(w.target, w.status)); done {
+		return outcome
+	}
+	cur, rev, found := c.cfg.Table.Get(wtxn, c.queryOf(w.obj))
+	if !found {
+		return writeSuperseded // deleted: the delete follows
+	}
+	if st := c.cfg.GetObjectStatus(cur); !sameStatus(st, w.expect) {
+		w.current = st
+		if st.IsPendingOrRefreshing() || !st.Kind.Valid() || st.Kind == StatusKindUnset {
+			return writeSuperseded // a newer request (Unset: to withdraw this one) follows
 		}
-		c.t.hold(r, v.giveUp, msg, refreshAt, now)
-		if v.giveUp == whyMisconfigured {
-			c.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", v.failed)
-		}
-		return
+		return writeOwed
 	}
-	failures := r.attempts
-	if v.failures > 0 {
-		failures = v.failures
+	clone, err := c.clone(cur)
+	if err != nil {
+		clone, _ = shallowCopy(cur) // the Error that says so, written all the same
 	}
-	delay, why := c.backoff.Delay(failures), whyBackoff
-	if d, ok := retryAfter(v.err); ok {
-		delay, why = d, whyRetryAfter
+	if outcome, done := c.swap(wtxn, w, rev, c.cfg.SetObjectStatus(clone, w.status)); done {
+		return outcome
 	}
-	c.t.retry(r, now.Add(delay), why, msg, now)
-	c.metrics.RetryScheduled()
+	return writeSuperseded
 }
 
-var errKeyChanged = fmt.Errorf("%w: Config.SetObjectStatus changed the object's primary key", ErrInvalidConfig)
-
-// reportRealized hands one commit's realization latencies to the metrics
-// and to the window Status() summarizes.
-func (c *committer[Obj]) reportRealized(latencies []time.Duration) {
-	if len(latencies) == 0 {
-		return
+// swap writes obj, which SetObjectStatus returned, over the object at
+// revision rev. done is false when that object is no longer there at rev
+// but its key is (the caller looks at what replaced it). The key is
+// computed only when the swap fails: revisions are unique across the
+// table, so a swap that succeeded replaced this very object; and statedb
+// writes nothing, and reports no error, for an object without a primary
+// key (hadOld false).
+func (c *committer[Obj]) swap(wtxn statedb.WriteTxn, w *statusWrite[Obj], rev statedb.Revision, obj Obj) (writeOutcome, bool) {
+	_, hadOld, err := c.cfg.Table.CompareAndSwap(wtxn, rev, obj)
+	switch {
+	case err == nil && hadOld:
+		return writeLanded, true
+	case err == nil, c.keyOf(obj) != w.key:
+		return writeKeyChanged, true
+	case !errors.Is(err, statedb.ErrRevisionNotEqual):
+		return writeSuperseded, true // deleted meanwhile: the delete follows
 	}
-	c.metrics.Realized(latencies)
-	c.reconciler.realized.add(latencies)
+	return 0, false
+}
+
+// yieldEvery is how many status writes a long write transaction makes
+// between yields of its processor, when there are more workers than
+// processors: operations whose I/O completes meanwhile run first instead
+// of idling behind the transaction (benchmarks/README.md, slow-1ms c256).
+const yieldEvery = 64
+
+// writeAll makes the writes in one write transaction and returns what it
+// wrote. When ctx has ended it aborts and reports false: nothing is
+// written after Stop. Right before the commit, own learns the revisions
+// written, so that whoever reads the changes after it recognizes them as
+// this reconciler's own. It touches nothing but the table, own and the
+// writes' outcomes: it runs on the committer goroutine too.
+func (c *committer[Obj]) writeAll(ctx context.Context, writes []statusWrite[Obj], own interface{ Add(revs.Range) }) (time.Time, bool) {
+	if len(writes) == 0 {
+		return time.Time{}, true
+	}
+	yield := c.cfg.Concurrency > runtime.GOMAXPROCS(0)
+	wtxn := c.db.WriteTxn(c.cfg.Table)
+	from := c.cfg.Table.Revision(wtxn) + 1
+	for i := range writes {
+		writes[i].outcome = c.writeStatus(wtxn, &writes[i])
+		if yield && i%yieldEvery == yieldEvery-1 {
+			runtime.Gosched()
+		}
+	}
+	if ctx.Err() != nil {
+		wtxn.Abort()
+		return time.Time{}, false
+	}
+	own.Add(revs.Range{From: from, To: c.cfg.Table.Revision(wtxn)})
+	wtxn.Commit()
+	return time.Now(), true
 }

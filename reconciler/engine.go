@@ -18,10 +18,11 @@ import (
 
 // The engine's shared part: the reconciler every loop runs for, what it
 // knows of the objects (keys, clones, statuses), and how a run reads the
-// table (feed). The stages of a request's life: request.go and table.go
-// (the request table), loop.go and syncloop.go (the two loops),
-// execute.go (operations), commit.go and write.go (what a result does),
-// report.go (what is published).
+// table (feed). The stages of a request's life: request.go (the request
+// table's structure) and table.go (its transitions), loop.go and
+// syncloop.go (the two loops), execute.go and batch.go (operations),
+// commit.go and failure.go (what a result does), report.go (what is
+// published).
 //
 // Who owns what: the loop goroutine owns the request table and every
 // report derived from it. Workers, the committer goroutine and a Sync's

@@ -14,9 +14,9 @@ import (
 
 // What runs off the loop: operations on the workers (internal/workers) or
 // on a Sync's goroutine, guarded by the operation timeout and panic
-// recovery (call), and the status writes of a commit, inline or on the
-// committer goroutine (writeAll). Both are handed values and hand values
-// back: neither touches the request table.
+// recovery (call). They are handed values and hand values back (result,
+// then outcome and verdict as the commit judges them): none of it touches
+// the request table.
 
 // opEntry is one object of a task.
 type opEntry[Obj any] struct {
@@ -168,24 +168,6 @@ func (x *runner[Obj]) claim(ctx context.Context, key []byte) (context.Context, f
 // func, since a literal in a generic method is allocated on every call.
 var noRelease = func() {}
 
-// runPrune runs a Prune like any other operation, under the claim of the
-// whole set, given only the objects of the keys this replica owns.
-func (x *runner[Obj]) runPrune(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
-	res := result[Obj]{op: OpPrune, attempt: t.attempt}
-	ctx, release, owned := x.claim(ctx, nil)
-	if !owned {
-		res.notOwned = true // another replica prunes: not a failure
-		return res
-	}
-	defer release()
-	start := time.Now()
-	res.err = x.call(ctx, overrun, OpPrune, "", 0, func(ctx context.Context) error {
-		return x.cfg.Operations.Prune(ctx, t.txn, prunedSet(x.reconciler, t))
-	})
-	x.metrics.Operation(OpPrune, x.classify(res.err, -1), x.cfg.Table.NumObjects(t.txn), time.Since(start))
-	return res
-}
-
 // prepare clones an entry's object for its operation; a retry's clone
 // carries the status that asked for the work.
 func (x *runner[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
@@ -224,55 +206,6 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, time.Since(start))
 	}
 	return res
-}
-
-func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()) []result[Obj] {
-	start := time.Now()
-	results := make([]result[Obj], len(t.entries))
-	batch := make([]BatchEntry[Obj], 0, len(t.entries))
-	in := make([]int, 0, len(t.entries)) // results[in[i]] is batch[i]'s
-	for i, en := range t.entries {
-		results[i] = result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
-	}
-	err := x.call(ctx, overrun, t.op, "", 0, func(ctx context.Context) error {
-		for i := range t.entries {
-			target, err := x.prepare(&t.entries[i])
-			if err != nil {
-				results[i].err = err
-				continue
-			}
-			results[i].target, results[i].cloned = target, true
-			batch = append(batch, BatchEntry[Obj]{Object: target, Revision: t.entries[i].rev})
-			in = append(in, i)
-		}
-		if t.op == OpUpdateBatch {
-			x.cfg.BatchOperations.UpdateBatch(ctx, t.txn, batch)
-		} else {
-			x.cfg.BatchOperations.DeleteBatch(ctx, t.txn, batch)
-		}
-		return nil
-	})
-	for i, j := range in {
-		results[j].target = batch[i].Object
-		results[j].err = safeErr(t.op, batch[i].Result)
-	}
-	worst := ResultOK
-	var counts [len(resultRank)]int
-	for i := range results {
-		if err != nil && results[i].err == nil {
-			results[i].err = err // the whole batch panicked or timed out
-		}
-		res := x.classify(results[i].err, t.entries[i].failures)
-		worst = resultRank[max(rankOf(worst), rankOf(res))]
-		counts[rankOf(res)]++
-	}
-	x.metrics.Operation(t.op, worst, 0, time.Since(start))
-	for i, n := range counts {
-		if n > 0 {
-			x.metrics.BatchEntries(t.op, resultRank[i], n)
-		}
-	}
-	return results
 }
 
 // runSync runs one Sync of run, under the claim of the whole set, with
@@ -391,3 +324,57 @@ type syncRun[Obj any] struct {
 	err     error // set by the Sync's goroutine
 	dur     time.Duration
 }
+
+// outcome is what became of one request's attempt.
+type outcome[Obj any] struct {
+	r       *request[Obj]
+	op      Op
+	attempt uint64
+	err     error            // what the operation returned (ErrTimeout when overdue)
+	rev     statedb.Revision // the revision the operation saw
+	target  Obj              // the operation's clone, if it had one
+	// hasTarget: the operation was given target (else, overdue or a Sync,
+	// the status is written into a clone of the object as last read).
+	hasTarget bool
+	// failures, when set, is the count of failures, this one included,
+	// the backoff goes by instead of the request's own: a Sync that
+	// failed as a whole backs off by the Syncs failed in a row.
+	failures int
+}
+
+// verdict is what an outcome asks for. It holds values only: it waits,
+// with its write, while the write is out on the committer.
+type verdict[Obj any] struct {
+	outcome[Obj]
+	failed error  // the failure as the status reports it; nil on success
+	giveUp reqWhy // why it is given up on (whyNone: retried)
+	write  int    // index of its write in the commit's writes, or -1
+}
+
+// statusWrite is one status write into the table.
+type statusWrite[Obj any] struct {
+	key    string
+	obj    Obj              // the object the operation saw (its primary key finds the current one)
+	rev    statedb.Revision // its revision
+	target Obj              // the copy to write when the object is unchanged
+	expect Status           // this reconciler's status the write requires in the table
+	status Status           // the status to write
+	// fenced is set with Config.Ownership: the write lands only if this
+	// replica owns the key when it is made, in the write transaction.
+	fenced  bool
+	outcome writeOutcome
+	// current is this reconciler's status found in the table when the
+	// write did not land for want of expect.
+	current Status
+}
+
+// writeOutcome is what became of a status write.
+type writeOutcome uint8
+
+const (
+	writeLanded     writeOutcome = iota
+	writeSuperseded              // our status is a newer request now, or the object went: the change iterator delivers it
+	writeOwed                    // our status is a Done or Error the request did not expect: no newer request follows
+	writeNotOwned                // this replica does not own the key (Config.Ownership)
+	writeKeyChanged              // SetObjectStatus returned an object with another primary key
+)

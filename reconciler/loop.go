@@ -16,7 +16,7 @@ import (
 // The per-object loop. Each step, top to bottom: land the status writes
 // that came back and commit the results the workers finished
 // (commit.go), start or wait for a full reconciliation (full.go), read a
-// round of changes and due retries into the request table (request.go),
+// round of changes and due retries into the request table (table.go),
 // hand the Queued rows to the workers (execute.go), refresh (refresh.go),
 // and report what the table says (report.go). Then it sleeps until
 // something happens. Everything here is owned by the loop goroutine.

@@ -370,3 +370,13 @@ func (s *failingSet[Obj]) remove(r *request[Obj]) {
 	(*s)[last] = nil
 	*s = (*s)[:last]
 }
+
+// reportRealized hands one commit's realization latencies to the metrics
+// and to the window Status() summarizes.
+func reportRealized[Obj comparable](r *reconciler[Obj], latencies []time.Duration) {
+	if len(latencies) == 0 {
+		return
+	}
+	r.metrics.Realized(latencies)
+	r.realized.add(latencies)
+}

@@ -11,9 +11,12 @@ import (
 // The request table: one row per key the reconciler has something to say
 // about, in exactly one named state, with why and since when. Only the
 // loop goroutine touches it. Everything reported (the waits' progress,
-// Status(), health, the gauges, Explain) is derived from it. Every state
-// change goes through enter and leave below, which keep every other
-// structure; the transitions built on them are in table.go.
+// Status(), health, the gauges, Explain) is derived from it. This file is
+// its structure: the fields and the rules between them, and the
+// bookkeeping that keeps every derived structure right (enter and leave,
+// which every state change goes through; setExpect and setTried, for the
+// fields the counts and marks follow). The transitions, each named for
+// what happened to a key, are in table.go.
 //
 //	state        detail  active  ready  retry heaps  refresh heap  counted
 //	Queued       yes     yes***  yes*   -            -             yes
@@ -342,58 +345,47 @@ func (t *requests[Obj]) strip(r *request[Obj]) {
 	r.state, r.why = reqStateCount, whyNone
 }
 
-// bare puts r, stripped, into NotOwned, Unset, or (with no state wanted)
-// Draining while its attempt runs, else forgets it.
-func (t *requests[Obj]) bare(r *request[Obj], s reqState) {
-	t.strip(r)
-	if s == reqStateCount && r.running != 0 {
-		s = stDraining
+// popDue returns the earliest retry if it is due at now.
+func (t *requests[Obj]) popDue(now time.Time) (*request[Obj], bool) {
+	if t.byDue.Len() == 0 || t.byDue.Items[0].due.After(now) {
+		return nil, false
 	}
-	if s != reqStateCount {
-		t.enter(r, s, whyNone, time.Time{})
-		return
+	return t.byDue.Items[0], true
+}
+
+// nextDue is when the earliest retry is due.
+func (t *requests[Obj]) nextDue() (time.Time, bool) {
+	if t.byDue.Len() == 0 {
+		return time.Time{}, false
 	}
-	delete(t.rows, r.key)
-	if len(t.free) < 4096 {
-		*r = request[Obj]{gen: r.gen + 1}
-		t.free = append(t.free, r)
-	}
+	return t.byDue.Items[0].due, true
+}
+
+// setExpect records that the table holds st as this reconciler's status
+// of r's object.
+func (t *requests[Obj]) setExpect(r *request[Obj], st Status) {
+	t.count(r, -1)
+	r.expect = st
+	t.count(r, +1)
 	t.dirty = true
 }
 
-// settle forgets r's work: nothing is outstanding for its key.
-func (t *requests[Obj]) settle(r *request[Obj]) { t.bare(r, reqStateCount) }
-
-// add makes a new request for key, replacing whatever its row held:
-// retries follow the object, not the revision. An attempt still executing
-// keeps the key busy; its result will not be wanted.
-func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
-	r := t.row(key)
-	var logged string
-	var loggedAt time.Time
-	if r.detail != nil {
-		logged, loggedAt = r.loggedErr, r.loggedAt
+// setTried records that r's change has been attempted: its result is in.
+func (t *requests[Obj]) setTried(r *request[Obj]) {
+	if r.tried {
+		return
 	}
-	t.strip(r)
-	if n := len(t.freeDets); n > 0 {
-		r.detail, t.freeDets = t.freeDets[n-1], t.freeDets[:n-1]
-	} else {
-		r.detail = new(detail[Obj])
+	switch {
+	case r.state == stQueued && t.order != nil:
+		t.order.untried.Remove(r.dueIdx)
+	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
+		t.marks[r.activeIdx].tried = true
 	}
-	*r.detail = detail[Obj]{obj: ch.obj, rev: ch.rev, deleted: ch.deleted, asked: st, expect: st,
-		pickedAt: now, loggedErr: logged, loggedAt: loggedAt}
-	if !ch.deleted && st.Kind == StatusKindPending {
-		r.requestedAt = st.UpdatedAt
-	}
-	r.askedAt = askedAt
-	t.enter(r, t.queuedState(r), whyNone, now)
-	return r
+	r.tried = true
 }
 
-// queuedState is Queued, or Busy while an attempt on r's key still runs.
-func (t *requests[Obj]) queuedState(r *request[Obj]) reqState {
-	if r.running != 0 {
-		return stBusy
-	}
-	return stQueued
+// writeBack reports whether the status write of attempt id, back from the
+// committer, is still r's: r was neither replaced nor settled meanwhile.
+func (t *requests[Obj]) writeBack(r *request[Obj], id uint64) bool {
+	return r.state == stCommitting && r.writing == id
 }

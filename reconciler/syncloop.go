@@ -14,7 +14,7 @@ import (
 )
 
 // The whole-set loop (SyncOperations). It reads the table's changes into
-// the same request table as the per-object loop (request.go), and runs one
+// the same request table as the per-object loop (table.go), and runs one
 // Sync at a time over a snapshot, when the debounce allows, for every row
 // at once: a Sync is the executor (execute.go's runSync). Its result is
 // judged, written and settled for every row it covered by the per-object
@@ -307,7 +307,7 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 	}
 	mine := run.taken[:0]
 	for _, r := range run.taken {
-		if s.t.syncResult(r, run.id) {
+		if s.t.takeResult(r, run.id) {
 			mine = append(mine, r)
 		}
 	}

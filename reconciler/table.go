@@ -8,27 +8,67 @@ import (
 	"github.com/converge-go/converge/reconciler/internal/revs"
 )
 
-// The request table as a whole (its rows and their transitions are in
-// request.go): what a change read from the statedb table does to it (read,
-// decide, and with Config.Ownership lose and gain), the transitions that
-// look at every row (ownership changes, a Sync taking them all), and what
-// the table says, which every report publishes.
+// The transitions of the request table, each named for what happened to
+// a key (its rows, states, rules and bookkeeping are in request.go): a
+// request made or settled, what a change read from the statedb table asks
+// (read, decide; with Config.Ownership lose and gain), a Sync taking every
+// row, and what becomes of an attempt (returned, overdue, retry, hold).
 
-// popDue returns the earliest retry if it is due at now.
-func (t *requests[Obj]) popDue(now time.Time) (*request[Obj], bool) {
-	if t.byDue.Len() == 0 || t.byDue.Items[0].due.After(now) {
-		return nil, false
+// add makes a new request for key, replacing whatever its row held:
+// retries follow the object, not the revision. An attempt still executing
+// keeps the key busy; its result will not be wanted.
+func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
+	r := t.row(key)
+	var logged string
+	var loggedAt time.Time
+	if r.detail != nil {
+		logged, loggedAt = r.loggedErr, r.loggedAt
 	}
-	return t.byDue.Items[0], true
+	t.strip(r)
+	if n := len(t.freeDets); n > 0 {
+		r.detail, t.freeDets = t.freeDets[n-1], t.freeDets[:n-1]
+	} else {
+		r.detail = new(detail[Obj])
+	}
+	*r.detail = detail[Obj]{obj: ch.obj, rev: ch.rev, deleted: ch.deleted, asked: st, expect: st,
+		pickedAt: now, loggedErr: logged, loggedAt: loggedAt}
+	if !ch.deleted && st.Kind == StatusKindPending {
+		r.requestedAt = st.UpdatedAt
+	}
+	r.askedAt = askedAt
+	t.enter(r, t.queuedState(r), whyNone, now)
+	return r
 }
 
-// nextDue is when the earliest retry is due.
-func (t *requests[Obj]) nextDue() (time.Time, bool) {
-	if t.byDue.Len() == 0 {
-		return time.Time{}, false
+// queuedState is Queued, or Busy while an attempt on r's key still runs.
+func (t *requests[Obj]) queuedState(r *request[Obj]) reqState {
+	if r.running != 0 {
+		return stBusy
 	}
-	return t.byDue.Items[0].due, true
+	return stQueued
 }
+
+// bare puts r, stripped, into NotOwned, Unset, or (with no state wanted)
+// Draining while its attempt runs, else forgets it.
+func (t *requests[Obj]) bare(r *request[Obj], s reqState) {
+	t.strip(r)
+	if s == reqStateCount && r.running != 0 {
+		s = stDraining
+	}
+	if s != reqStateCount {
+		t.enter(r, s, whyNone, time.Time{})
+		return
+	}
+	delete(t.rows, r.key)
+	if len(t.free) < 4096 {
+		*r = request[Obj]{gen: r.gen + 1}
+		t.free = append(t.free, r)
+	}
+	t.dirty = true
+}
+
+// settle forgets r's work: nothing is outstanding for its key.
+func (t *requests[Obj]) settle(r *request[Obj]) { t.bare(r, reqStateCount) }
 
 // lose records that this replica does not own key (any more): its work is
 // dropped (an attempt still executing keeps the key busy, its result not
@@ -255,8 +295,9 @@ func (t *requests[Obj]) takeAll(buf []*request[Obj], now time.Time) ([]*request[
 	return buf, id
 }
 
-// syncResult reports whether r's result is that of Sync id, and takes it.
-func (t *requests[Obj]) syncResult(r *request[Obj], id uint64) bool {
+// takeResult reports whether r awaits the result of attempt id (one
+// object's, or a Sync's), and takes it: r awaits none after it.
+func (t *requests[Obj]) takeResult(r *request[Obj], id uint64) bool {
 	if r.detail == nil || r.attempt != id {
 		return false
 	}
@@ -290,29 +331,6 @@ func (t *requests[Obj]) requeue(r *request[Obj], now time.Time) {
 	t.move(r, t.queuedState(r), whyNone, r.err, time.Time{}, now)
 }
 
-// setExpect records that the table holds st as this reconciler's status
-// of r's object.
-func (t *requests[Obj]) setExpect(r *request[Obj], st Status) {
-	t.count(r, -1)
-	r.expect = st
-	t.count(r, +1)
-	t.dirty = true
-}
-
-// setTried records that r's change has been attempted: its result is in.
-func (t *requests[Obj]) setTried(r *request[Obj]) {
-	if r.tried {
-		return
-	}
-	switch {
-	case r.state == stQueued && t.order != nil:
-		t.order.untried.Remove(r.dueIdx)
-	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
-		t.marks[r.activeIdx].tried = true
-	}
-	r.tried = true
-}
-
 // returned records that attempt id on r's key stopped executing at now,
 // and reports whether its result is still wanted.
 func (t *requests[Obj]) returned(r *request[Obj], id uint64, now time.Time) bool {
@@ -336,11 +354,7 @@ func (t *requests[Obj]) returned(r *request[Obj], id uint64, now time.Time) bool
 			return false
 		}
 	}
-	if r.detail == nil || r.attempt != id {
-		return false
-	}
-	r.attempt = 0
-	return true
+	return t.takeResult(r, id)
 }
 
 // overdue records that attempt id ran past its timeout: its result is
@@ -350,11 +364,7 @@ func (t *requests[Obj]) overdue(r *request[Obj], id uint64) bool {
 	if id != 0 && r.running == id {
 		r.stuck = true
 	}
-	if r.detail == nil || r.attempt != id {
-		return false
-	}
-	r.attempt = 0
-	return true
+	return t.takeResult(r, id)
 }
 
 // writeOut records that r's result, of attempt id, is judged and its
@@ -362,12 +372,6 @@ func (t *requests[Obj]) overdue(r *request[Obj], id uint64) bool {
 func (t *requests[Obj]) writeOut(r *request[Obj], id uint64, now time.Time) {
 	t.move(r, stCommitting, whyNone, r.err, time.Time{}, now)
 	r.writing = id
-}
-
-// writeBack reports whether the status write of attempt id, back from the
-// committer, is still r's: r was neither replaced nor settled meanwhile.
-func (t *requests[Obj]) writeBack(r *request[Obj], id uint64) bool {
-	return r.state == stCommitting && r.writing == id
 }
 
 // failUnchanged makes requests of the objects a Sync failed that no row
