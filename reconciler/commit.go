@@ -13,6 +13,7 @@ import (
 	"github.com/converge-go/converge/reconciler/internal/pipeline"
 	"github.com/converge-go/converge/reconciler/internal/retry"
 	"github.com/converge-go/converge/reconciler/internal/revs"
+	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // What a result does, the same for both loops: the outcome of an attempt
@@ -28,20 +29,6 @@ import (
 // requests wait in Committing until the loop lands them. A request
 // replaced or settled meanwhile is told apart by its attempt id
 // (writeBack), so a write that comes back late moves nothing.
-
-// commitJob is one commit: the verdicts that wait for their writes, the
-// writes, and when it was judged. Only the writes go to the committer.
-type commitJob[Obj any] struct {
-	verdicts []verdict[Obj]
-	writes   []statusWrite[Obj]
-	judged   int       // outcomes judged, written or not
-	oldest   time.Time // when the longest-waiting of them was queued
-	at       time.Time // when they were judged
-	// committedAt is when its write transaction was committed; ok is
-	// false for one aborted at Stop.
-	committedAt time.Time
-	ok          bool
-}
 
 // committer is the commit stage of a loop.
 type committer[Obj comparable] struct {
@@ -61,6 +48,7 @@ type committer[Obj comparable] struct {
 	pipe    *pipeline.Stage[*commitJob[Obj]]
 	written revs.Shared
 	spare   []*commitJob[Obj]
+	held    *commitJob[Obj] // a job that waits for more results (ordering.holds)
 
 	lastRound RoundInfo
 	buf       []time.Duration // realization latencies of the commit landing
@@ -151,6 +139,7 @@ func (c *committer[Obj]) judge(o *outcome[Obj], now time.Time) (v verdict[Obj], 
 // judgeInto judges o into job: a verdict with nothing to write moves its
 // request on at once, the others wait in Committing for their writes.
 func (c *committer[Obj]) judgeInto(job *commitJob[Obj], o *outcome[Obj], now time.Time) {
+	lone := c.t.order.lone(o.r) // before judge marks it tried: its class as queued
 	v, w := c.judge(o, now)
 	job.judged++
 	job.oldest = earlier(job.oldest, o.r.pickedAt)
@@ -162,11 +151,16 @@ func (c *committer[Obj]) judgeInto(job *commitJob[Obj], o *outcome[Obj], now tim
 	job.writes = append(job.writes, w)
 	job.verdicts = append(job.verdicts, v)
 	c.t.writeOut(o.r, o.attempt, now)
+	job.urgent = job.urgent || lone
 }
 
-// newJob returns an empty commit, judged at now.
+// newJob returns the commit held open (ordering.holds), or an empty one judged at
+// now.
 func (c *committer[Obj]) newJob(now time.Time) *commitJob[Obj] {
-	var job *commitJob[Obj]
+	job := c.held
+	if c.held = nil; job != nil {
+		return job
+	}
 	if n := len(c.spare); n > 0 {
 		job, c.spare = c.spare[n-1], c.spare[:n-1]
 	} else {
@@ -190,16 +184,20 @@ func (c *committer[Obj]) release(job *commitJob[Obj]) {
 
 // commit writes job's statuses: on the committer goroutine while a
 // backlog waits (pipelined) or a commit is out already (they land in
-// order), else inline, so that a lone change takes no extra hop.
-func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipelined bool, now time.Time) {
+// order), else inline, so that a lone change takes no extra hop. A job
+// that holds returns when it is to be written at the latest.
+func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipelined bool, now time.Time) time.Time {
 	switch {
 	case ctx.Err() != nil:
 		// Stopping: nothing is written after Stop.
+	case c.t.order.holds(job, pipelined, c.cfg.RoundSize, now):
+		c.held = job
+		return job.at.Add(workers.CommitDelay)
 	case len(job.writes) > 0 && c.pipe != nil && (c.pipe.Out() > 0 || pipelined || forcePipelined.Load()):
 		c.pipe.Send(job, func(job *commitJob[Obj]) {
 			job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.written)
 		})
-		return
+		return time.Time{}
 	default:
 		job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.own)
 		if job.ok {
@@ -207,6 +205,12 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 		}
 	}
 	c.release(job)
+	return time.Time{}
+}
+
+// heldDue reports whether a job held open is to be written by now.
+func (c *committer[Obj]) heldDue(now time.Time) bool {
+	return c.held != nil && !now.Before(c.held.at.Add(workers.CommitDelay))
 }
 
 // land moves on the requests of the jobs that came back from the

@@ -378,3 +378,18 @@ const (
 	writeNotOwned                // this replica does not own the key (Config.Ownership)
 	writeKeyChanged              // SetObjectStatus returned an object with another primary key
 )
+
+// commitJob is one commit: the verdicts that wait for their writes, the
+// writes, and when it was judged. Only the writes go to the committer.
+type commitJob[Obj any] struct {
+	verdicts []verdict[Obj]
+	writes   []statusWrite[Obj]
+	judged   int       // outcomes judged, written or not
+	urgent   bool      // holds a lone request's write (ordering.holds)
+	oldest   time.Time // when the longest-waiting of them was queued
+	at       time.Time // when they were judged
+	// committedAt is when its write transaction was committed; ok is
+	// false for one aborted at Stop.
+	committedAt time.Time
+	ok          bool
+}

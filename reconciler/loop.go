@@ -147,7 +147,7 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		return did // every commit is out: the results wait their turn
 	}
 	ok, wait := l.exec.ShouldCommit(now, l.cfg.RoundSize)
-	if !ok {
+	if !ok && !l.commits.heldDue(now) {
 		if wait > 0 {
 			ts.commit.ArmAt(now.Add(wait))
 		}
@@ -165,16 +165,16 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		}
 	}
 	clear(l.results)
-	// Written on the committer's goroutine while more work waits (a
-	// round stopped short, ordered rows queued, retries due), so that the
-	// loop hands it out meanwhile.
-	l.commits.commit(ctx, job, l.moreChanges || l.hungry || l.retryDue(now), now)
+	// While more work waits (a round stopped short, ordered rows queued,
+	// retries due) it goes to the committer's goroutine, or waits until at.
+	if at := l.commits.commit(ctx, job, l.moreChanges || l.hungry || l.retryDue(now), now); !at.IsZero() {
+		ts.commit.ArmAt(at)
+	}
 	return true
 }
 
 // canPull reports whether new work may be picked up: no full
-// reconciliation is draining the operations, not suspended, and there is
-// room in the round.
+// reconciliation drains the operations, not suspended, room in the round.
 func (l *loop[Obj]) canPull() bool {
 	return !l.full.draining() && !l.suspended() && l.roundRoom() > 0
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/converge-go/converge/reconciler/internal/heap"
 	"github.com/converge-go/converge/reconciler/internal/order"
+	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
@@ -131,6 +132,29 @@ func (o *ordering[Obj]) targetOf(obj Obj) string {
 		return ""
 	}
 	return o.target(obj)
+}
+
+// lone reports whether r, taken from the queue, was the last of its kind
+// (priority, class and fairness key) there, not one of a burst: a single
+// change ahead of a backlog, or a quiet tenant's beside a busy one. Its
+// status is written at once (ordering.holds).
+func (o *ordering[Obj]) lone(r *request[Obj]) bool {
+	return o != nil && o.q.Lone(o.priorityOf(r.obj), classOf(r), o.fairOf(r.obj))
+}
+
+// holds reports whether job waits for more results before it is written
+// (committer.commit), backlog telling whether more work waits.
+// The ordered loop takes results as they come: while a backlog waits,
+// most of its commits would write one or two statuses, and each write
+// transaction copies statedb's tree paths anew, ten times the allocations
+// per status of a round's commit, and as many more GC cycles, which slow
+// every change (benchmarks/README.md, startup+changes). So a commit of
+// the backlog's statuses alone waits until it holds RoundSize of them or
+// its first is CommitDelay old; one with the result of a lone request
+// (lone) is written at once.
+func (o *ordering[Obj]) holds(job *commitJob[Obj], backlog bool, roundSize int, now time.Time) bool {
+	return o != nil && backlog && !job.urgent && len(job.writes) > 0 &&
+		len(job.writes) < roundSize && now.Before(job.at.Add(workers.CommitDelay))
 }
 
 // capped reports whether target's operations in flight are at the cap.

@@ -104,7 +104,17 @@ func (q *Queue[T]) Push(e Entry[T]) {
 
 // level returns the level of (priority, class), making it in place.
 func (q *Queue[T]) level(priority, class int) *level[T] {
-	i, found := slices.BinarySearchFunc(q.levels, [2]int{priority, class}, func(l *level[T], k [2]int) int {
+	i, found := q.find(priority, class)
+	if !found {
+		q.levels = slices.Insert(q.levels, i, &level[T]{priority: priority, class: class, byFair: map[string]*fairQueue[T]{}})
+	}
+	return q.levels[i]
+}
+
+// find returns where the level of (priority, class) is in levels, or
+// would be.
+func (q *Queue[T]) find(priority, class int) (int, bool) {
+	return slices.BinarySearchFunc(q.levels, [2]int{priority, class}, func(l *level[T], k [2]int) int {
 		switch {
 		case l.priority != k[0]:
 			return k[0] - l.priority // higher priority first
@@ -112,10 +122,28 @@ func (q *Queue[T]) level(priority, class int) *level[T] {
 			return l.class - k[1]
 		}
 	})
+}
+
+// Lone reports whether no item of priority, class and fairness key fair
+// is queued: an item of them just taken was the last of its kind, not one
+// of a burst. Stale entries behind a head count: it may report false for
+// a lone item, never true for one of a burst.
+func (q *Queue[T]) Lone(priority, class int, fair string) bool {
+	i, found := q.find(priority, class)
 	if !found {
-		q.levels = slices.Insert(q.levels, i, &level[T]{priority: priority, class: class, byFair: map[string]*fairQueue[T]{}})
+		return true
 	}
-	return q.levels[i]
+	fq := q.levels[i].byFair[fair]
+	if fq == nil {
+		return true
+	}
+	for _, tq := range fq.targets {
+		q.dropStale(tq)
+		if tq.len() > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Pop takes the next item: the oldest that has waited maxWait, if any,

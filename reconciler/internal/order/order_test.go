@@ -204,4 +204,49 @@ func TestPasses(t *testing.T) {
 	}
 }
 
+// TestLone checks Lone: whether an item of a priority, class and
+// fairness key has others of its kind queued, whatever else is.
+func TestLone(t *testing.T) {
+	at := time.Unix(0, 0)
+	tests := []struct {
+		name   string
+		queued [][4]any // priority, class, fairness key, target
+		prio   int
+		class  int
+		fair   string
+		want   bool
+	}{
+		{"empty queue", nil, 0, 0, "", true},
+		{"one of a burst", [][4]any{{0, 0, "", ""}, {0, 0, "", ""}}, 0, 0, "", false},
+		{"above a burst", [][4]any{{-100, 0, "", ""}, {-100, 0, "", ""}}, 0, 0, "", true},
+		{"another class of its priority", [][4]any{{0, 1, "", ""}}, 0, 0, "", true},
+		{"quiet key beside a busy one", [][4]any{{0, 0, "A", ""}, {0, 0, "A", ""}}, 0, 0, "B", true},
+		{"busy key itself", [][4]any{{0, 0, "A", ""}, {0, 0, "B", ""}}, 0, 0, "A", false},
+		{"its key, another target", [][4]any{{0, 0, "A", "t1"}, {0, 0, "A", "t2"}}, 0, 0, "A", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue(time.Hour)
+			for i, e := range tt.queued {
+				push(q, &item{id: i}, e[0].(int), e[1].(int), e[2].(string), e[3].(string), at)
+			}
+			if got := q.Lone(tt.prio, tt.class, tt.fair); got != tt.want {
+				t.Fatalf("Lone(%d, %d, %q) = %v, want %v", tt.prio, tt.class, tt.fair, got, tt.want)
+			}
+		})
+	}
+	// Stale entries do not count: an item replaced since it was queued
+	// leaves its kind empty.
+	q := newQueue(time.Hour)
+	it := &item{id: 1}
+	push(q, it, 0, 0, "", "", at)
+	if q.Lone(0, 0, "") {
+		t.Fatal("Lone with one valid item queued = true")
+	}
+	it.ready = false
+	if !q.Lone(0, 0, "") {
+		t.Fatal("Lone with only a stale entry queued = false")
+	}
+}
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -1,0 +1,101 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// sleepyOps is an Operations whose Update takes d (bubble time) first;
+// it records when the Update of key watch returned.
+type sleepyOps struct {
+	reconciler.Operations[*testObject]
+	d     time.Duration
+	watch string
+	mu    sync.Mutex
+	at    time.Time
+}
+
+func (o *sleepyOps) Update(ctx context.Context, txn statedb.ReadTxn, rev statedb.Revision, obj *testObject) error {
+	time.Sleep(o.d)
+	err := o.Operations.Update(ctx, txn, rev, obj)
+	if obj.ID == o.watch {
+		o.mu.Lock()
+		o.at = time.Now()
+		o.mu.Unlock()
+	}
+	return err
+}
+
+// TestOrderedBacklogWritesTogether: in ordered mode the loop takes results
+// as they come, yet a backlog's statuses are written a few hundred to a
+// transaction (one commit each, counted by Metrics.Round), not one or two,
+// while a lone high-priority change behind the backlog is written at once
+// instead of waiting with them.
+func TestOrderedBacklogWritesTogether(t *testing.T) {
+	const backlog = 2000
+	rec := &roundRecorder{}
+	sleepy := &sleepyOps{d: time.Millisecond, watch: "hi"}
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.Priority = func(o *testObject) int {
+				if strings.HasPrefix(o.ID, "hi") {
+					return 1
+				}
+				return 0
+			}
+			cfg.Concurrency = 16
+			cfg.Metrics = rec
+			sleepy.Operations = cfg.Operations
+			cfg.Operations = sleepy
+		},
+		func(f *fixture, ops *timedOps) {
+			objs := make([]*testObject, backlog)
+			for i := range objs {
+				objs[i] = pendingObject(fmt.Sprintf("lo-%04d", i), "v")
+			}
+			insert(t, f, objs...)
+			time.Sleep(20 * time.Millisecond) // well into the backlog
+			rec.mu.Lock()
+			rec.start = time.Now()
+			rec.mu.Unlock()
+			insert(t, f, pendingObject("hi", "v"))
+			for {
+				obj, _, watch, _ := f.table.GetWatch(f.db.ReadTxn(), idIndex.Query("hi"))
+				if obj.Status.Kind == reconciler.StatusKindDone {
+					break
+				}
+				<-watch
+			}
+			// Its status is written as its Update returns (no bubble
+			// time passes), not when the backlog's commit is due.
+			sleepy.mu.Lock()
+			if d := time.Since(sleepy.at); sleepy.at.IsZero() || d != 0 {
+				t.Errorf("the lone high-priority change was Done %v after its Update returned (at %v), want at once: its status waited with the backlog's", d, sleepy.at.Sub(rec.start))
+			}
+			sleepy.mu.Unlock()
+			r, _ := f.reconciler("")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := r.WaitUntilSettled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			// 16 results a millisecond, held up to 10ms: about 160 a
+			// commit. Taken as they come and written at once, the
+			// commits would be of 16 or fewer: over 125.
+			if n := len(rec.rounds); n > backlog/50 {
+				t.Errorf("%d commits for %d objects, want at most %d: %v", n, backlog+1, backlog/50, rec.rounds[:min(n, 20)])
+			}
+		})
+}
