@@ -42,7 +42,8 @@ const (
 	// KeyRunning: an attempt (Update, Delete, or the Sync covering it) is
 	// in flight since Since.
 	KeyRunning
-	// KeyCommitting: its result is in and its status is being written.
+	// KeyCommitting: its result is in and its status is being written
+	// (or, in ordered mode, waits briefly to be written with a burst's).
 	KeyCommitting
 	// KeyRetrying: its last attempt failed (or was deferred with
 	// RetryAfter); the next one is due at NextAttempt.
@@ -250,6 +251,9 @@ type explainParts struct {
 	timeout    time.Duration // OperationTimeout (0: none)
 	// suspendedOrDraining: nothing is handed out now, whatever the order.
 	suspendedOrDraining bool
+	// heldWhy, in ordered mode, says why a Committing row's status waits
+	// to be written ("": it is being written).
+	heldWhy func(key string) string
 }
 
 // explainKey answers Explain for key from the request table t, the
@@ -340,6 +344,11 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 		}
 	case stCommitting:
 		e.State, e.Reason = KeyCommitting, "its result is in; its status is being written"
+		if p.heldWhy != nil {
+			if why := p.heldWhy(row.key); why != "" {
+				e.Reason = why
+			}
+		}
 	case stRetrying:
 		explainRetry(e, row, p)
 	case stHeld:

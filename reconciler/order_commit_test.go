@@ -99,3 +99,43 @@ func TestOrderedBacklogWritesTogether(t *testing.T) {
 			}
 		})
 }
+
+// TestExplainHeldStatus: Explain tells a status held back for a burst's
+// commit from one being written, and says by when it goes out.
+func TestExplainHeldStatus(t *testing.T) {
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.Priority = func(*testObject) int { return 0 }
+			cfg.Concurrency = 16
+			cfg.Operations = &sleepyOps{Operations: cfg.Operations, d: time.Millisecond}
+		},
+		func(f *fixture, ops *timedOps) {
+			objs := make([]*testObject, 500)
+			for i := range objs {
+				objs[i] = pendingObject(fmt.Sprintf("lo-%03d", i), "v")
+			}
+			insert(t, f, objs...)
+			// Three rounds of Updates in: their statuses wait in the
+			// commit held open until 10ms after the first result.
+			time.Sleep(3 * time.Millisecond)
+			synctest.Wait()
+			r, _ := f.reconciler("")
+			held := 0
+			for _, o := range objs {
+				e, err := r.Explain(context.Background(), []byte(o.ID))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e.State == reconciler.KeyCommitting {
+					const want = "its result is in; its status waits to be written with a burst's, in "
+					if !strings.HasPrefix(e.Reason, want) || !strings.HasSuffix(e.Reason, " at the latest") {
+						t.Fatalf("Explain(%s): %q, want %q...", o.ID, e.Reason, want)
+					}
+					held++
+				}
+			}
+			if held < 16 {
+				t.Errorf("%d keys Committing after 3ms of 16 workers, want at least 16 held", held)
+			}
+		})
+}

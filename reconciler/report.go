@@ -8,6 +8,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/converge-go/converge/reconciler/internal/clock"
 	"github.com/converge-go/converge/reconciler/internal/health"
+	"github.com/converge-go/converge/reconciler/internal/workers"
 	"golang.org/x/time/rate"
 )
 
@@ -299,6 +300,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 	}
 	if o := l.t.order; o != nil {
 		p.orderWhy = func(key string) string { return o.why(l.t.rows[key]) }
+		p.heldWhy = func(key string) string { return heldWhy(l.commits.held, l.t.rows[key], now) }
 	}
 	switch {
 	case l.suspended():
@@ -379,4 +381,19 @@ func reportRealized[Obj comparable](r *reconciler[Obj], latencies []time.Duratio
 	}
 	r.metrics.Realized(latencies)
 	r.realized.add(latencies)
+}
+
+// heldWhy says why r's status waits in job, the commit held open for a
+// burst's statuses (ordering.holds), or "" when it is not there.
+func heldWhy[Obj any](job *commitJob[Obj], r *request[Obj], now time.Time) string {
+	if job == nil || r == nil {
+		return ""
+	}
+	for i := range job.verdicts {
+		if v := &job.verdicts[i]; v.r == r && v.attempt == r.writing {
+			return "its result is in; its status waits to be written with a burst's, " +
+				relTime(job.at.Add(workers.CommitDelay), now) + " at the latest"
+		}
+	}
+	return ""
 }
