@@ -13,7 +13,6 @@ import (
 	"github.com/converge-go/converge/reconciler/internal/pipeline"
 	"github.com/converge-go/converge/reconciler/internal/retry"
 	"github.com/converge-go/converge/reconciler/internal/revs"
-	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // What a result does, the same for both loops: the outcome of an attempt
@@ -192,7 +191,7 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 		// Stopping: nothing is written after Stop.
 	case c.t.order.holds(job, pipelined, c.cfg.RoundSize, now):
 		c.held = job
-		return job.at.Add(workers.CommitDelay)
+		return job.holdUntil()
 	case len(job.writes) > 0 && c.pipe != nil && (c.pipe.Out() > 0 || pipelined || forcePipelined.Load()):
 		c.pipe.Send(job, func(job *commitJob[Obj]) {
 			job.committedAt, job.ok = c.writeAll(ctx, job.writes, &c.written)
@@ -210,7 +209,7 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 
 // heldDue reports whether a job held open is to be written by now.
 func (c *committer[Obj]) heldDue(now time.Time) bool {
-	return c.held != nil && !now.Before(c.held.at.Add(workers.CommitDelay))
+	return c.held != nil && !now.Before(c.held.holdUntil())
 }
 
 // land moves on the requests of the jobs that came back from the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // What runs off the loop: operations on the workers (internal/workers) or
@@ -393,3 +394,7 @@ type commitJob[Obj any] struct {
 	committedAt time.Time
 	ok          bool
 }
+
+// holdUntil is when a commit held open for more results (ordering.holds)
+// is written at the latest: CommitDelay after its first was judged.
+func (j *commitJob[Obj]) holdUntil() time.Time { return j.at.Add(workers.CommitDelay) }

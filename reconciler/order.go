@@ -8,7 +8,6 @@ import (
 
 	"github.com/converge-go/converge/reconciler/internal/heap"
 	"github.com/converge-go/converge/reconciler/internal/order"
-	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
@@ -154,7 +153,7 @@ func (o *ordering[Obj]) lone(r *request[Obj]) bool {
 // (lone) is written at once.
 func (o *ordering[Obj]) holds(job *commitJob[Obj], backlog bool, roundSize int, now time.Time) bool {
 	return o != nil && backlog && !job.urgent && len(job.writes) > 0 &&
-		len(job.writes) < roundSize && now.Before(job.at.Add(workers.CommitDelay))
+		len(job.writes) < roundSize && now.Before(job.holdUntil())
 }
 
 // capped reports whether target's operations in flight are at the cap.

@@ -8,7 +8,6 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/converge-go/converge/reconciler/internal/clock"
 	"github.com/converge-go/converge/reconciler/internal/health"
-	"github.com/converge-go/converge/reconciler/internal/workers"
 	"golang.org/x/time/rate"
 )
 
@@ -392,7 +391,7 @@ func heldWhy[Obj any](job *commitJob[Obj], r *request[Obj], now time.Time) strin
 	for i := range job.verdicts {
 		if v := &job.verdicts[i]; v.r == r && v.attempt == r.writing {
 			return "its result is in; its status waits to be written with a burst's, " +
-				relTime(job.at.Add(workers.CommitDelay), now) + " at the latest"
+				relTime(job.holdUntil(), now) + " at the latest"
 		}
 	}
 	return ""
