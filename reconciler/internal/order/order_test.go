@@ -249,4 +249,39 @@ func TestLone(t *testing.T) {
 	}
 }
 
+// TestPopReturnsEntryAsPushed: the queue keeps an entry in a compact
+// slot; what Pop returns, in order or overdue, is the entry as pushed,
+// with its priority, class, fairness key, target and time.
+func TestPopReturnsEntryAsPushed(t *testing.T) {
+	t0 := time.Now()
+	for _, overdue := range []bool{false, true} {
+		q := newQueue(time.Second)
+		a, b := &item{id: 1}, &item{id: 2}
+		push(q, a, 5, 1, "tenant-a", "target-x", t0.Add(3*time.Millisecond))
+		push(q, b, 7, 0, "tenant-b", "target-y", t0.Add(5*time.Millisecond))
+		now := t0.Add(10 * time.Millisecond) // in order: b (priority 7) first
+		if overdue {
+			now = t0.Add(2 * time.Second) // both overdue: a, the older, first
+		}
+		want := []Entry[*item]{
+			{Item: b, Gen: b.gen, Priority: 7, Class: 0, Fair: "tenant-b", Target: "target-y", At: t0.Add(5 * time.Millisecond)},
+			{Item: a, Gen: a.gen, Priority: 5, Class: 1, Fair: "tenant-a", Target: "target-x", At: t0.Add(3 * time.Millisecond)},
+		}
+		if overdue {
+			want[0], want[1] = want[1], want[0]
+		}
+		for _, w := range want {
+			e, ok := q.Pop(now, none)
+			if !ok {
+				t.Fatalf("overdue=%v: nothing popped, want item %d", overdue, w.Item.id)
+			}
+			e.Item.ready = false
+			if e.Item != w.Item || e.Gen != w.Gen || e.Priority != w.Priority || e.Class != w.Class ||
+				e.Fair != w.Fair || e.Target != w.Target || !e.At.Equal(w.At) {
+				t.Errorf("overdue=%v: popped %+v, want %+v", overdue, e, w)
+			}
+		}
+	}
+}
+
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
