@@ -183,12 +183,11 @@ func (l *loop[Obj]) canPull() bool {
 // the Queued and Running rows. Committing rows take no room, so that the
 // next round is read while their statuses are written; nor do Busy ones,
 // so that an attempt stuck past its timeout holds up its own key only.
-// Ordered mode reads every change (up to maxOrderedRows rows with work),
-// a round's worth a step: the workers wait for the steps that feed them.
+// Ordered mode reads every change, orderedIntake a step (order.go).
 func (l *loop[Obj]) roundRoom() int {
 	waiting := l.t.n[stQueued] + l.t.n[stRunning]
 	if l.t.order != nil {
-		return min(maxOrderedRows-waiting, l.cfg.RoundSize)
+		return min(maxOrderedRows-waiting, l.cfg.RoundSize, orderedIntake)
 	}
 	return l.cfg.RoundSize - waiting
 }
@@ -213,6 +212,7 @@ func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
 	l.updateHungry()
+	l.yieldIntake()
 	return true
 }
 

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -11,9 +12,9 @@ import (
 )
 
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
-// loop reads every change into the request table at once (up to
-// maxOrderedRows rows with work; while it is behind, what the order takes
-// first is read ahead of the rest, readAhead) and hands the Queued rows
+// loop reads every change into the request table, orderedIntake a step
+// (up to maxOrderedRows rows with work; while it is behind, what the order
+// takes first is read ahead of the rest, readAhead) and hands the Queued rows
 // to the workers in the Config's order (internal/order): by priority,
 // then new changes before retries before refreshes, round-robin across
 // fairness keys and targets, with aging: once a row has waited MaxWait,
@@ -25,6 +26,25 @@ import (
 // maxOrderedRows bounds the rows with work an ordered loop keeps (the
 // rest of a backlog waits unread): a million rows are a few hundred MB.
 const maxOrderedRows = 1 << 20
+
+// orderedIntake is how many changes an ordered loop reads a step while a
+// backlog waits unread. Reading is its costliest work (a row, a queue
+// entry, a few allocations each, 2-8µs apiece while a burst's inserts and
+// the GC share the processors): in larger steps the results, commits and
+// dispatches of the changes already read wait for it, and the change of
+// a high priority with them (benchmarks/README.md, startup+changes).
+const orderedIntake = 128
+
+// yieldIntake, after a step that read and left more unread (ordered mode
+// reads on unpaced), lets the goroutines waiting for a processor run
+// before the loop reads on: with more workers than processors, a worker
+// whose operation returned would otherwise wait for the scheduler to
+// preempt the loop, 10ms or more, and the result with it.
+func (l *loop[Obj]) yieldIntake() {
+	if l.t.order != nil && l.moreChanges && l.cfg.Concurrency > runtime.GOMAXPROCS(0) {
+		runtime.Gosched()
+	}
+}
 
 // orderedLookahead is how many tasks beyond its workers an ordered loop
 // keeps queued for them: enough that a worker rarely waits for the loop,
