@@ -38,6 +38,12 @@ func ratioRow(name, ours, theirs, a, b string, lowerBetter bool) rowSpec {
 		}}
 }
 
+// withRef is r with its reference named.
+func withRef(r rowSpec, ref string) rowSpec {
+	r.reference = ref
+	return r
+}
+
 // startupWorkload is startup+changes: a backlog inserted at start, at low
 // priority, while single changes at high priority arrive at 200/s.
 func startupWorkload(sz sizes) workload {
@@ -58,6 +64,8 @@ func startupWorkload(sz sizes) workload {
 		{name: name + "/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: metricP99},
 		p99,
 		{name: name + "/no-backlog/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.AloneP99},
+		{name: name + "/after-inserts/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.AfterP99},
+		ratioRow(name+"/after-inserts/p99-vs-no-backlog", "converge-priority", "statedb", waitorder.AfterP99, waitorder.AloneP99, true),
 		{name: name + "/fifo/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fifo", theirs: "statedb", metric: metricP99},
 		ratioRow(name+"/fifo/p99-vs-no-backlog", "converge-fifo", "statedb", metricP99, waitorder.AloneP99, true),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.LoadSeconds},
@@ -86,6 +94,8 @@ func noisyWorkload(sz sizes) workload {
 		{name: name + "/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: metricP99, reference: noKey},
 		vsAlone,
 		{name: name + "/alone/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AloneP99, reference: noKey},
+		{name: name + "/after-inserts/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AfterP99, reference: noKey},
+		withRef(ratioRow(name+"/after-inserts/p99-vs-alone", "converge-fair", "converge-unfair", waitorder.AfterP99, waitorder.AloneP99, true), noKey),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadSeconds, reference: noKey},
 	}
 	return w

@@ -24,6 +24,11 @@ const (
 	FromDueP99 = "from-due-p99"
 	Changes    = "changes"
 	Waits      = "waits"
+	// AfterP99 is the p99 of the changes committed after Mark, when it
+	// was called: a workload's phases told apart (a burst's inserts,
+	// then its reconciliation).
+	AfterP99     = "after-mark-p99"
+	AfterChanges = "after-mark-changes"
 )
 
 // Changer is what a trickle drives: a table with a reconciler, or a queue
@@ -69,6 +74,17 @@ type Trickle struct {
 	lat        []float64 // per change, its latency in ms
 	latFromDue []float64 // per change, ms from due to Done: latency plus the waits for the writer and the write lock
 	err        error     // the first observer's error
+	mark       time.Time // set by Mark
+	latAfter   []float64 // per change committed after mark, its latency in ms
+}
+
+// Mark splits the changes in two: Measure reports the p99 of those
+// committed after now apart (AfterP99) as well.
+func (t *Trickle) Mark() {
+	now := time.Now()
+	t.mu.Lock()
+	t.mark = now
+	t.mu.Unlock()
 }
 
 // New returns a trickle of rate changes per second to the objects ids,
@@ -172,6 +188,9 @@ func (t *Trickle) observe(ctx context.Context, id int, version uint64, due, t0 t
 	}
 	t.lat = append(t.lat, ms)
 	t.latFromDue = append(t.latFromDue, fromDue)
+	if !t.mark.IsZero() && t0.After(t.mark) {
+		t.latAfter = append(t.latAfter, ms)
+	}
 	t.mu.Unlock()
 	t.free <- id
 }
@@ -188,6 +207,9 @@ func (t *Trickle) Measure() map[string]float64 {
 	lag := Latencies(t.lag)
 	m["late-p50-ms"], m["late-p99-ms"] = lag[P50], lag[P99]
 	m[Waits] = float64(t.waits)
+	if !t.mark.IsZero() {
+		m[AfterP99], m[AfterChanges] = Latencies(t.latAfter)[P99], float64(len(t.latAfter))
+	}
 	return m
 }
 

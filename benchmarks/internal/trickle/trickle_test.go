@@ -79,6 +79,32 @@ func TestOpenLoop(t *testing.T) {
 	}
 }
 
+// TestMark checks that the changes committed after Mark are measured
+// apart too: slow changes before it, fast ones after, and the p99 after it
+// is the fast ones'.
+func TestMark(t *testing.T) {
+	f := &fakeChanger{doneAfter: 50 * time.Millisecond, inFlight: map[int]bool{}}
+	tr := New(f, 1000, DistinctIDs(rand.New(rand.NewPCG(3, 4)), 100, 40))
+	if err := tr.Run(context.Background(), 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tr.Measure()[AfterP99]; ok {
+		t.Errorf("%s reported with no Mark", AfterP99)
+	}
+	tr.Mark()
+	f.doneAfter = 0 // Run has returned: no observer reads it
+	if err := tr.Run(context.Background(), 10, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := tr.Measure()
+	if m[Changes] != 20 || m[AfterChanges] != 10 {
+		t.Fatalf("%v changes, %v after the mark; want 20 and 10", m[Changes], m[AfterChanges])
+	}
+	if m[P99] < 50 || m[AfterP99] >= 50 {
+		t.Errorf("p99 %.3f ms, after the mark %.3f ms: want the slow changes in the first only", m[P99], m[AfterP99])
+	}
+}
+
 // TestStop checks that closing stop ends an unbounded run, which writes at
 // least its first change and returns the observers' error.
 func TestStop(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 const (
 	P50          = trickle.P50         // the changes during the backlog
 	P99          = trickle.P99         //
+	AfterP99     = trickle.AfterP99    // the changes committed once the backlog's inserts had returned
 	AloneP50     = "alone-p50"         // the changes with no backlog
 	AloneP99     = "alone-p99"         //
 	LoadSeconds  = "load-s"            // the backlog, from its first insert until its last object is Done, during the changes
@@ -139,7 +140,9 @@ func insertBacklog(sys System, from, n, batch int) {
 
 // backlogAndChanges is phase 1 of startup+changes and noisy-tenant: the
 // changes at rate a second during the backlog. It returns the changes'
-// latencies, the backlog's duration and the Updates the target saw.
+// latencies (those committed once the backlog's inserts had returned
+// apart too: AfterP99), the backlog's duration and the Updates the
+// target saw.
 func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate int) (map[string]float64, error) {
 	sys, err := start(ctx, f, s)
 	if err != nil {
@@ -151,6 +154,7 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 	go func() { trickled <- tr.Run(ctx, 0, stop) }()
 	t0 := time.Now()
 	insertBacklog(sys, Pool, sz.Backlog, sz.InsertBatch)
+	tr.Mark()
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
 	load := time.Since(t0)
 	close(stop)
