@@ -69,6 +69,7 @@ func startupWorkload(sz sizes) workload {
 		{name: name + "/fifo/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fifo", theirs: "statedb", metric: metricP99},
 		ratioRow(name+"/fifo/p99-vs-no-backlog", "converge-fifo", "statedb", metricP99, waitorder.AloneP99, true),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.LoadSeconds},
+		{name: name + "/load-bytes", unit: unitBytes, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.LoadBytes},
 		load,
 	}
 	return w
@@ -97,6 +98,7 @@ func noisyWorkload(sz sizes) workload {
 		{name: name + "/after-inserts/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AfterP99, reference: noKey},
 		withRef(ratioRow(name+"/after-inserts/p99-vs-alone", "converge-fair", "converge-unfair", waitorder.AfterP99, waitorder.AloneP99, true), noKey),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadSeconds, reference: noKey},
+		{name: name + "/load-bytes", unit: unitBytes, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadBytes, reference: noKey},
 	}
 	return w
 }

@@ -19,6 +19,7 @@ const (
 	AloneP50     = "alone-p50"         // the changes with no backlog
 	AloneP99     = "alone-p99"         //
 	LoadSeconds  = "load-s"            // the backlog, from its first insert until its last object is Done, during the changes
+	LoadBytes    = "load-bytes"        // bytes the process allocated over the same span (the GC's work follows it)
 	AloneLoad    = "alone-load-s"      // the same backlog with no changes
 	Healthy      = "healthy/s"         // hung-target: the healthy targets' successful Updates a second, one target hung
 	HealthyAlone = "no-hung-healthy/s" // the same with no target hung
@@ -141,8 +142,8 @@ func insertBacklog(sys System, from, n, batch int) {
 // backlogAndChanges is phase 1 of startup+changes and noisy-tenant: the
 // changes at rate a second during the backlog. It returns the changes'
 // latencies (those committed once the backlog's inserts had returned
-// apart too: AfterP99), the backlog's duration and the Updates the
-// target saw.
+// apart too: AfterP99), the backlog's duration and the bytes allocated
+// meanwhile, and the Updates the target saw.
 func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate int) (map[string]float64, error) {
 	sys, err := start(ctx, f, s)
 	if err != nil {
@@ -152,11 +153,11 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 	stop := make(chan struct{})
 	trickled := make(chan error, 1)
 	go func() { trickled <- tr.Run(ctx, 0, stop) }()
-	t0 := time.Now()
+	alloc0, t0 := totalAlloc(), time.Now()
 	insertBacklog(sys, Pool, sz.Backlog, sz.InsertBatch)
 	tr.Mark()
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
-	load := time.Since(t0)
+	load, alloc := time.Since(t0), totalAlloc()-alloc0
 	close(stop)
 	if terr := <-trickled; err == nil {
 		err = terr
@@ -165,12 +166,19 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 		err = sys.WaitAll(ctx)
 	}
 	m := tr.Measure()
-	m[LoadSeconds] = load.Seconds()
+	m[LoadSeconds], m[LoadBytes] = load.Seconds(), float64(alloc)
 	m["updates"] = float64(s.Target.Updates())
 	if err == nil && s.Target.Updates() < int64(sz.Backlog)+int64(m[trickle.Changes]) {
 		err = fmt.Errorf("the target saw %d Updates, fewer than the %d objects and %v changes", s.Target.Updates(), sz.Backlog, m[trickle.Changes])
 	}
 	return m, stopped(sys, err)
+}
+
+// totalAlloc is the bytes the process has allocated so far.
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
 
 // changesAlone is the changes' phase with no backlog: Samples changes at
