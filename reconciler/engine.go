@@ -50,7 +50,7 @@ type reconciler[Obj comparable] struct {
 	wake   chan struct{}
 
 	// snapshot is the latest StatusSnapshot, published by the loop.
-	snapshot atomic.Pointer[StatusSnapshot]
+	snapshot snapshotBox
 
 	// pointerObjects is set when Obj is a pointer type, where a clone that
 	// equals its original is the original itself.

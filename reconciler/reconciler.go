@@ -375,8 +375,7 @@ func Register[Obj comparable](cfg Config[Obj], p Params) error {
 
 // Status implements Reconciler.
 func (r *reconciler[Obj]) Status() StatusSnapshot {
-	if s := r.snapshot.Load(); s != nil {
-		snap := *s
+	if snap, ok := r.snapshot.load(); ok {
 		// Suspend and Resume take effect at once; say so at once too.
 		snap.Suspended = r.suspended()
 		// Summarized when asked, not after every round: it sorts.

@@ -45,7 +45,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	h.Report(hc, now, objects, r.suspended(), p.whole, p.healthTimer, failing)
 
 	v := view(t, p.readTo, now)
-	s := &StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
+	s := StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
 		Initialized: p.initialized, RecentErrors: recentErrors(h), UpdatedAt: now,
 		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: waiting(t), InFlight: p.inFlight,
 		LastRound: p.lastRound, LastFull: p.lastFull}
@@ -76,7 +76,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	if t.order != nil && !p.standby {
 		s.Ready = t.order.waits(now)
 	}
-	r.snapshot.Store(s)
+	r.snapshot.store(&s)
 	r.progress.set(progress)
 	r.metrics.Gauges(gauges)
 	if t.order != nil {

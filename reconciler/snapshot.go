@@ -317,3 +317,27 @@ func (r *RealizationInfo) UnmarshalJSON(data []byte) error {
 	r.P50, r.P99 = time.Duration(aux.P50), time.Duration(aux.P99)
 	return nil
 }
+
+// snapshotBox holds the latest StatusSnapshot the loop published. The loop
+// writes it in place after every step that changed something, thousands
+// of times a second while a backlog drains (a new snapshot each time was
+// a tenth of an ordered backlog's allocations); Status copies it out.
+type snapshotBox struct {
+	mu  sync.Mutex
+	s   StatusSnapshot
+	set bool
+}
+
+// store publishes a copy of s.
+func (b *snapshotBox) store(s *StatusSnapshot) {
+	b.mu.Lock()
+	b.s, b.set = *s, true
+	b.mu.Unlock()
+}
+
+// load returns a copy of the latest snapshot, or false before the first.
+func (b *snapshotBox) load() (StatusSnapshot, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.s, b.set
+}
