@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"time"
+
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 )
 
 // fullWorkload is full: the cost of one full reconciliation (a prune and
@@ -49,7 +51,7 @@ func runFull(ctx context.Context, side string, sz sizes) (measure, error) {
 		return nil, err
 	}
 	runtime.GC()
-	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	alloc0, cpu0, t0 := bench.TotalAlloc(), cpuTime(), time.Now()
 	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
@@ -60,7 +62,7 @@ func runFull(ctx context.Context, side string, sz sizes) (measure, error) {
 	if err == nil {
 		err = r.waitAllDone(ctx)
 	}
-	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, bench.TotalAlloc()-alloc0
 	if err == nil && tg.pruned.Load() != int64(sz.fullObjects) {
 		err = fmt.Errorf("Prune saw %d objects, want %d", tg.pruned.Load(), sz.fullObjects)
 	}

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/benchmarks/internal/trickle"
 )
 
@@ -79,7 +80,7 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 	}
 	rnd := rand.New(rand.NewPCG(uint64(n), 6))
 	lat := make([]float64, 0, sz.latencySamples)
-	alloc0 := totalAlloc()
+	alloc0 := bench.TotalAlloc()
 	for range sz.latencySamples {
 		time.Sleep(sz.latencyGap)
 		id := rnd.IntN(n)
@@ -90,7 +91,7 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 		lat = append(lat, millisSince(t0))
 	}
 	m := latencyMeasure(lat)
-	m["bytes/change"] = float64(totalAlloc()-alloc0) / float64(sz.latencySamples)
+	m["bytes/change"] = float64(bench.TotalAlloc()-alloc0) / float64(sz.latencySamples)
 	return stopped(r, m, nil)
 }
 

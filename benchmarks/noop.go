@@ -9,6 +9,7 @@ import (
 
 	"github.com/cilium/statedb"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -79,10 +80,10 @@ func runNoop(ctx context.Context, side string, opts rigOptions, sz sizes) (measu
 		return nil, err
 	}
 	runtime.GC()
-	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	alloc0, cpu0, t0 := bench.TotalAlloc(), cpuTime(), time.Now()
 	insertAll(r, sz.noopObjects, sz.insertBatch)
 	err = r.waitAllDone(ctx)
-	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, bench.TotalAlloc()-alloc0
 	if err == nil && tg.updates.Load() < int64(sz.noopObjects) {
 		err = fmt.Errorf("%d Updates for %d objects", tg.updates.Load(), sz.noopObjects)
 	}
@@ -114,9 +115,9 @@ func runInsertsOnly(ctx context.Context, side string, sz sizes) (measure, error)
 		return nil, err
 	}
 	runtime.GC()
-	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	alloc0, cpu0, t0 := bench.TotalAlloc(), cpuTime(), time.Now()
 	insertAll(r, sz.noopObjects, sz.insertBatch)
-	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, bench.TotalAlloc()-alloc0
 	return stopped(r, measure{
 		metricThroughput:   float64(sz.noopObjects) / d.Seconds(),
 		metricBytes:        float64(alloc),
@@ -148,7 +149,7 @@ func runLimit(ctx context.Context, opts rigOptions, sz sizes) (measure, error) {
 	done := make(chan error, 1)
 
 	runtime.GC()
-	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	alloc0, cpu0, t0 := bench.TotalAlloc(), cpuTime(), time.Now()
 	go func() {
 		var err error
 		for b := range batches {
@@ -181,7 +182,7 @@ func runLimit(ctx context.Context, opts rigOptions, sz sizes) (measure, error) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
-	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, bench.TotalAlloc()-alloc0
 	return stopped(r, measure{
 		metricThroughput:   float64(n) / d.Seconds(),
 		metricBytes:        float64(alloc),
@@ -208,7 +209,7 @@ func runSerialLimit(ctx context.Context, sz sizes) (measure, error) {
 	objs := make([]*convergeObject, 0, sz.insertBatch)
 	revs := make([]statedb.Revision, 0, sz.insertBatch)
 	runtime.GC()
-	alloc0, cpu0, t0 := totalAlloc(), cpuTime(), time.Now()
+	alloc0, cpu0, t0 := bench.TotalAlloc(), cpuTime(), time.Now()
 	for from := 0; from < n && err == nil; from += sz.insertBatch {
 		objs, revs = objs[:0], revs[:0]
 		wtxn := r.db.WriteTxn(r.table)
@@ -229,7 +230,7 @@ func runSerialLimit(ctx context.Context, sz sizes) (measure, error) {
 		wtxn.Commit()
 		err = cmp.Or(err, ctx.Err())
 	}
-	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, totalAlloc()-alloc0
+	d, cpu, alloc := time.Since(t0), cpuTime()-cpu0, bench.TotalAlloc()-alloc0
 	return stopped(r, measure{
 		metricThroughput:   float64(n) / d.Seconds(),
 		metricBytes:        float64(alloc),

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/benchmarks/internal/trickle"
 )
 
@@ -38,10 +39,10 @@ func runTrickle(ctx context.Context, side string, n, rate int, sz sizes) (measur
 		return nil, err
 	}
 	tr := newTrickle(r, rate, ids)
-	alloc0 := totalAlloc()
+	alloc0 := bench.TotalAlloc()
 	err = tr.Run(ctx, sz.trickleSamples, nil)
 	m := measure(tr.Measure())
-	m["bytes/change"] = float64(totalAlloc()-alloc0) / float64(sz.trickleSamples)
+	m["bytes/change"] = float64(bench.TotalAlloc()-alloc0) / float64(sz.trickleSamples)
 	return stopped(r, m, err)
 }
 

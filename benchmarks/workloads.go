@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/converge-go/converge/benchmarks/internal/bench"
@@ -241,13 +240,6 @@ func insertRange(r rig, from, to, batch int) {
 	for ; from < to; from += batch {
 		r.insertPending(from, min(from+batch, to))
 	}
-}
-
-// totalAlloc is the process's cumulative bytes allocated.
-func totalAlloc() uint64 {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.TotalAlloc
 }
 
 // stopped stops r and joins its error with err.

@@ -5,6 +5,7 @@
 package bench
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -32,4 +33,12 @@ func Preload[Obj any](db *statedb.DB, table statedb.RWTable[Obj], n, batch int, 
 		wtxn.Commit()
 	}
 	return nil
+}
+
+// TotalAlloc is the bytes the process has allocated so far: a workload's
+// allocation is the difference across it (the GC's work follows it).
+func TotalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/converge-go/converge/benchmarks/internal/bench"
 	"github.com/converge-go/converge/benchmarks/internal/trickle"
 )
 
@@ -153,11 +154,11 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 	stop := make(chan struct{})
 	trickled := make(chan error, 1)
 	go func() { trickled <- tr.Run(ctx, 0, stop) }()
-	alloc0, t0 := totalAlloc(), time.Now()
+	alloc0, t0 := bench.TotalAlloc(), time.Now()
 	insertBacklog(sys, Pool, sz.Backlog, sz.InsertBatch)
 	tr.Mark()
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
-	load, alloc := time.Since(t0), totalAlloc()-alloc0
+	load, alloc := time.Since(t0), bench.TotalAlloc()-alloc0
 	close(stop)
 	if terr := <-trickled; err == nil {
 		err = terr
@@ -172,13 +173,6 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 		err = fmt.Errorf("the target saw %d Updates, fewer than the %d objects and %v changes", s.Target.Updates(), sz.Backlog, m[trickle.Changes])
 	}
 	return m, stopped(sys, err)
-}
-
-// totalAlloc is the bytes the process has allocated so far.
-func totalAlloc() uint64 {
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return ms.TotalAlloc
 }
 
 // changesAlone is the changes' phase with no backlog: Samples changes at
