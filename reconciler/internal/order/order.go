@@ -288,38 +288,41 @@ func (q *Queue[T]) prune() {
 // Oldest calls fn for every priority with ready items, highest first,
 // with how long the longest-waiting of them has waited at now.
 func (q *Queue[T]) Oldest(now time.Time, fn func(priority int, waited time.Duration)) {
-	oldest := map[int]time.Time{}
+	oldest := map[int]time.Duration{} // as slots keep times
 	var order []int
 	for _, l := range q.levels {
 		q.dropStale(&l.arrivals)
 		if l.arrivals.len() == 0 {
 			continue
 		}
-		at := q.base.Add(l.arrivals.peek().at)
+		at := l.arrivals.peek().at
 		if cur, ok := oldest[l.priority]; !ok {
 			order = append(order, l.priority)
 			oldest[l.priority] = at
-		} else if at.Before(cur) {
+		} else if at < cur {
 			oldest[l.priority] = at
 		}
 	}
 	for _, p := range order {
-		fn(p, now.Sub(oldest[p]))
+		fn(p, now.Sub(q.base.Add(oldest[p])))
 	}
 }
 
 // OldestAt returns when the longest-waiting item became ready, or false
 // when none waits.
 func (q *Queue[T]) OldestAt() (time.Time, bool) {
-	var at time.Time
+	var at time.Duration // as slots keep times
 	found := false
 	for _, l := range q.levels {
 		q.dropStale(&l.arrivals)
-		if a := &l.arrivals; a.len() > 0 && (!found || q.base.Add(a.peek().at).Before(at)) {
-			at, found = q.base.Add(a.peek().at), true
+		if a := &l.arrivals; a.len() > 0 && (!found || a.peek().at < at) {
+			at, found = a.peek().at, true
 		}
 	}
-	return at, found
+	if !found {
+		return time.Time{}, false
+	}
+	return q.base.Add(at), true
 }
 
 // Ahead counts, for an item of priority and class, the valid items of the
