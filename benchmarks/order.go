@@ -29,6 +29,14 @@ func waitOrderRun[O any](run func(context.Context, waitorder.Factory, waitorder.
 	}
 }
 
+// withFloor is sz with the floor measured: the changes while the backlog
+// is inserted already Done (waitorder.FloorP99), for the two variants a
+// workload's rows compare (not converge-fifo: a floor has no order).
+func withFloor(sz waitorder.Sizes) waitorder.Sizes {
+	sz.Floor = true
+	return sz
+}
+
 // ratioRow is a row comparing, for ours and theirs, metric a's median
 // over metric b's.
 func ratioRow(name, ours, theirs, a, b string, lowerBetter bool) rowSpec {
@@ -51,9 +59,9 @@ func startupWorkload(sz sizes) workload {
 	wsz := waitOrderSizes(sz)
 	prio := waitorder.Order{Priority: waitorder.StartupPriority}
 	w := workload{name: name, variants: []variant{
-		{name: "converge-priority", side: sideConverge, run: waitOrderRun(waitorder.RunStartup, waitorder.NewConverge, wsz, prio)},
+		{name: "converge-priority", side: sideConverge, run: waitOrderRun(waitorder.RunStartup, waitorder.NewConverge, withFloor(wsz), prio)},
 		{name: "converge-fifo", side: sideConverge, run: waitOrderRun(waitorder.RunStartup, waitorder.NewConverge, wsz, waitorder.Order{})},
-		{name: "statedb", side: sideStatedb, run: waitOrderRun(waitorder.RunStartup, waitorder.NewStatedb, wsz, waitorder.Order{})},
+		{name: "statedb", side: sideStatedb, run: waitOrderRun(waitorder.RunStartup, waitorder.NewStatedb, withFloor(wsz), waitorder.Order{})},
 	}}
 	p99 := ratioRow(name+"/p99-vs-no-backlog", "converge-priority", "statedb", metricP99, waitorder.AloneP99, true)
 	p99.goal = &goal{desc: "converge <=2x", met: func(o, _ float64) bool { return o <= 2 }}
@@ -66,6 +74,8 @@ func startupWorkload(sz sizes) workload {
 		{name: name + "/no-backlog/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.AloneP99},
 		{name: name + "/after-inserts/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.AfterP99},
 		ratioRow(name+"/after-inserts/p99-vs-no-backlog", "converge-priority", "statedb", waitorder.AfterP99, waitorder.AloneP99, true),
+		{name: name + "/floor/p99", unit: unitMillis, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.FloorP99},
+		ratioRow(name+"/floor/p99-vs-no-backlog", "converge-priority", "statedb", waitorder.FloorP99, waitorder.AloneP99, true),
 		{name: name + "/fifo/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fifo", theirs: "statedb", metric: metricP99},
 		ratioRow(name+"/fifo/p99-vs-no-backlog", "converge-fifo", "statedb", metricP99, waitorder.AloneP99, true),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-priority", theirs: "statedb", metric: waitorder.LoadSeconds},
@@ -84,8 +94,8 @@ func noisyWorkload(sz sizes) workload {
 	wsz := waitOrderSizes(sz)
 	fair := waitorder.Order{FairnessKey: waitorder.Tenant}
 	w := workload{name: name, variants: []variant{
-		{name: "converge-fair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, wsz, fair)},
-		{name: "converge-unfair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, wsz, waitorder.Order{})},
+		{name: "converge-fair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, withFloor(wsz), fair)},
+		{name: "converge-unfair", side: sideConverge, run: waitOrderRun(waitorder.RunNoisy, waitorder.NewConverge, withFloor(wsz), waitorder.Order{})},
 	}}
 	vsAlone := ratioRow(name+"/p99-vs-alone", "converge-fair", "converge-unfair", metricP99, waitorder.AloneP99, true)
 	vsAlone.reference = noKey
@@ -97,6 +107,8 @@ func noisyWorkload(sz sizes) workload {
 		{name: name + "/alone/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AloneP99, reference: noKey},
 		{name: name + "/after-inserts/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.AfterP99, reference: noKey},
 		withRef(ratioRow(name+"/after-inserts/p99-vs-alone", "converge-fair", "converge-unfair", waitorder.AfterP99, waitorder.AloneP99, true), noKey),
+		{name: name + "/floor/p99", unit: unitMillis, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.FloorP99, reference: noKey},
+		withRef(ratioRow(name+"/floor/p99-vs-alone", "converge-fair", "converge-unfair", waitorder.FloorP99, waitorder.AloneP99, true), noKey),
 		{name: name + "/load", unit: unitSeconds, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadSeconds, reference: noKey},
 		{name: name + "/load-bytes", unit: unitBytes, lowerBetter: true, ours: "converge-fair", theirs: "converge-unfair", metric: waitorder.LoadBytes, reference: noKey},
 	}

@@ -143,3 +143,25 @@ func TestFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestCRInsertDone checks the floor's insert: the objects are in the
+// cache, Done, and the queue has nothing to hand out.
+func TestCRInsertDone(t *testing.T) {
+	sys, err := newCR(context.Background(), waitorder.Setup{Target: waitorder.NewTarget(0, 1, -1), Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Stop()
+	sys.InsertDone(0, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := sys.WaitDone(ctx, 9, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := sys.(*crSystem).q.Len(); n != 0 {
+		t.Errorf("%d keys queued for objects inserted Done", n)
+	}
+}

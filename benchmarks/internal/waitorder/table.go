@@ -89,10 +89,15 @@ func (s *tableSystem[Obj]) Stop() error {
 	return s.h.Stop(logger, ctx)
 }
 
-func (s *tableSystem[Obj]) Insert(from, to int) {
+func (s *tableSystem[Obj]) Insert(from, to int)     { s.insert(from, to, s.pending) }
+func (s *tableSystem[Obj]) InsertDone(from, to int) { s.insert(from, to, s.done) }
+
+// insert writes objects [from, to), as mk makes them, in one write
+// transaction.
+func (s *tableSystem[Obj]) insert(from, to int, mk func(uint64) Obj) {
 	wtxn := s.db.WriteTxn(s.table)
 	for id := from; id < to; id++ {
-		s.table.Insert(wtxn, s.pending(uint64(id)))
+		s.table.Insert(wtxn, mk(uint64(id)))
 	}
 	wtxn.Commit()
 }

@@ -31,6 +31,10 @@ type System interface {
 	// Insert adds objects [from, to) as new work in one write: one
 	// write transaction for a table, one Add for a queue.
 	Insert(from, to int)
+	// InsertDone adds objects [from, to) already Done, in a write like
+	// Insert's: the system reads them and has nothing to do. What the
+	// changes wait then is the inserts' own share (FloorP99).
+	InsertDone(from, to int)
 	// WaitAll waits until no object has work outstanding, or ctx ends.
 	WaitAll(ctx context.Context) error
 	// Stop stops the system; in-flight operations see their context
@@ -81,6 +85,10 @@ type Sizes struct {
 	HungObjects int           // hung-target: objects, spread over the four targets
 	HungWindow  time.Duration // hung-target: how long the throughput is measured
 	HungTimeout time.Duration // hung-target: the operation timeout that ends a hung Update
+	// Floor: startup+changes and noisy-tenant also run the changes while
+	// the backlog is inserted already Done (FloorP99), as long as the
+	// backlog took. It costs a run of that length.
+	Floor bool
 }
 
 // The workloads' fixed shapes.

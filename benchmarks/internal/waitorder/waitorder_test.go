@@ -107,3 +107,35 @@ func TestTarget(t *testing.T) {
 		t.Errorf("hung Update(3) = %v, Failed %d, Updates %d", err, tg.Failed(), tg.Updates())
 	}
 }
+
+// TestFloor checks the floor phase on both table sides: the backlog
+// inserted Done gives the system nothing to do (the target sees the
+// changes' Updates, none of the backlog's), and the changes are measured.
+// RunStartup reports it only when Sizes.Floor asks.
+func TestFloor(t *testing.T) {
+	sz := TinySizes()
+	for name, f := range map[string]Factory{"converge": NewConverge, "statedb": NewStatedb} {
+		tg := NewTarget(0, 1, -1)
+		s := Setup{Target: tg, Concurrency: sz.Concurrency, Preload: Pool}
+		p99, err := floorChanges(context.Background(), f, s, sz, StartupRate, 50*time.Millisecond)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := tg.Updates(); n < 1 || n >= int64(sz.Backlog) {
+			t.Errorf("%s: %d Updates: want the changes' only, fewer than the %d objects inserted Done", name, n, sz.Backlog)
+		}
+		if math.IsNaN(p99) || p99 <= 0 {
+			t.Errorf("%s: floor p99 %v", name, p99)
+		}
+	}
+	for _, floor := range []bool{false, true} {
+		sz.Floor = floor
+		m, err := RunStartup(context.Background(), NewConverge, sz, Order{Priority: StartupPriority})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m[FloorP99]; ok != floor {
+			t.Errorf("Floor %v: %s reported: %v", floor, FloorP99, ok)
+		}
+	}
+}

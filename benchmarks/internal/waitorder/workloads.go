@@ -17,6 +17,7 @@ const (
 	P50          = trickle.P50         // the changes during the backlog
 	P99          = trickle.P99         //
 	AfterP99     = trickle.AfterP99    // the changes committed once the backlog's inserts had returned
+	FloorP99     = "floor-p99"         // the changes while the backlog is inserted already Done (Sizes.Floor)
 	AloneP50     = "alone-p50"         // the changes with no backlog
 	AloneP99     = "alone-p99"         //
 	LoadSeconds  = "load-s"            // the backlog, from its first insert until its last object is Done, during the changes
@@ -74,6 +75,11 @@ func RunStartup(ctx context.Context, f Factory, sz Sizes, order Order) (map[stri
 	if err != nil {
 		return nil, err
 	}
+	if sz.Floor {
+		if m[FloorP99], err = floorChanges(ctx, f, setup(), sz, StartupRate, seconds(m[LoadSeconds])); err != nil {
+			return nil, err
+		}
+	}
 	p50, p99, err := changesAlone(ctx, f, setup(), sz, StartupRate)
 	if err != nil {
 		return nil, err
@@ -98,6 +104,11 @@ func RunNoisy(ctx context.Context, f Factory, sz Sizes, order Order) (map[string
 	m, err := backlogAndChanges(ctx, f, setup(), sz, NoisyRate)
 	if err != nil {
 		return nil, err
+	}
+	if sz.Floor {
+		if m[FloorP99], err = floorChanges(ctx, f, setup(), sz, NoisyRate, seconds(m[LoadSeconds])); err != nil {
+			return nil, err
+		}
 	}
 	p50, p99, err := changesAlone(ctx, f, setup(), sz, NoisyRate)
 	if err != nil {
@@ -133,12 +144,16 @@ func stopped(sys System, err error) error {
 	return err
 }
 
-// insertBacklog inserts objects [from, from+n) in writes of batch.
-func insertBacklog(sys System, from, n, batch int) {
+// insertBacklog inserts objects [from, from+n) with insert (a System's
+// Insert or InsertDone), in writes of batch.
+func insertBacklog(insert func(from, to int), from, n, batch int) {
 	for i := from; i < from+n; i += batch {
-		sys.Insert(i, min(i+batch, from+n))
+		insert(i, min(i+batch, from+n))
 	}
 }
+
+// seconds is s seconds as a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // backlogAndChanges is phase 1 of startup+changes and noisy-tenant: the
 // changes at rate a second during the backlog. It returns the changes'
@@ -155,7 +170,7 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 	trickled := make(chan error, 1)
 	go func() { trickled <- tr.Run(ctx, 0, stop) }()
 	alloc0, t0 := bench.TotalAlloc(), time.Now()
-	insertBacklog(sys, Pool, sz.Backlog, sz.InsertBatch)
+	insertBacklog(sys.Insert, Pool, sz.Backlog, sz.InsertBatch)
 	tr.Mark()
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
 	load, alloc := time.Since(t0), bench.TotalAlloc()-alloc0
@@ -173,6 +188,37 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 		err = fmt.Errorf("the target saw %d Updates, fewer than the %d objects and %v changes", s.Target.Updates(), sz.Backlog, m[trickle.Changes])
 	}
 	return m, stopped(sys, err)
+}
+
+// floorChanges is phase 1's floor: the same changes while the same
+// backlog is inserted already Done, for d (as long as phase 1's backlog
+// took, so that the changes made during the inserts weigh as much in the
+// p99). The system has nothing to do but read the backlog: the p99 is
+// what the inserts alone (the table's write lock, the collector, the
+// processors they take) cost the changes, on this machine. It returns
+// the changes' p99.
+func floorChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate int, d time.Duration) (float64, error) {
+	sys, err := start(ctx, f, s)
+	if err != nil {
+		return 0, err
+	}
+	tr := trickle.New(sys, rate, poolIDs(rate))
+	stop := make(chan struct{})
+	trickled := make(chan error, 1)
+	go func() { trickled <- tr.Run(ctx, 0, stop) }()
+	window := time.NewTimer(d)
+	insertBacklog(sys.InsertDone, Pool, sz.Backlog, sz.InsertBatch)
+	select {
+	case <-window.C:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	window.Stop()
+	close(stop)
+	if terr := <-trickled; err == nil {
+		err = terr
+	}
+	return tr.Measure()[trickle.P99], stopped(sys, err)
 }
 
 // changesAlone is the changes' phase with no backlog: Samples changes at
@@ -196,7 +242,7 @@ func backlogAlone(ctx context.Context, f Factory, s Setup, sz Sizes) (time.Durat
 		return 0, err
 	}
 	t0 := time.Now()
-	insertBacklog(sys, Pool, sz.Backlog, sz.InsertBatch)
+	insertBacklog(sys.Insert, Pool, sz.Backlog, sz.InsertBatch)
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
 	d := time.Since(t0)
 	if err == nil {
@@ -246,7 +292,7 @@ func healthyRate(ctx context.Context, f Factory, s Setup, sz Sizes) (float64, er
 	if err != nil {
 		return 0, err
 	}
-	insertBacklog(sys, 0, sz.HungObjects, sz.InsertBatch)
+	insertBacklog(sys.Insert, 0, sz.HungObjects, sz.InsertBatch)
 	select {
 	case <-s.Target.FirstDone():
 	case <-ctx.Done():
