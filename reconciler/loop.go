@@ -179,26 +179,13 @@ func (l *loop[Obj]) canPull() bool {
 	return !l.full.draining() && !l.suspended() && l.roundRoom() > 0
 }
 
-// roundRoom is how many more requests a round may read: RoundSize less
-// the Queued and Running rows. Committing rows take no room, so that the
-// next round is read while their statuses are written; nor do Busy ones,
-// so that an attempt stuck past its timeout holds up its own key only.
-// Ordered mode reads every change, orderedIntake a step (order.go).
-func (l *loop[Obj]) roundRoom() int {
-	waiting := l.t.n[stQueued] + l.t.n[stRunning]
-	if l.t.order != nil {
-		return min(maxOrderedRows-waiting, l.cfg.RoundSize, orderedIntake)
-	}
-	return l.cfg.RoundSize - waiting
-}
-
 // stepRound picks up new work when there is room for it and something
 // waits, pacing rounds with the round limiter. Only a round that picked up
 // work takes a token: the reconciler's own status writes come back
 // through the change iterator after every commit, and reading them must
 // not make the user's next change wait. It reports whether it read.
 func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
-	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) {
+	if !l.canPull() || !(l.moreChanges || isClosed(l.changesWatch) || l.retryDue(now)) || l.intakeWaits() {
 		return false
 	}
 	// Ordered mode reads on unpaced: its reads only fill the queue, and a
@@ -287,13 +274,7 @@ func (l *loop[Obj]) dispatch(ctx context.Context, now time.Time) bool {
 	if l.t.n[stQueued] == 0 || l.full.draining() || l.suspended() || ctx.Err() != nil {
 		return false
 	}
-	n := l.cfg.RoundSize - l.t.n[stRunning]
-	if l.t.order != nil {
-		// A few tasks queued beyond the workers (orderedLookahead), so
-		// that the order decides what runs next.
-		n = min(n, l.cfg.Concurrency+orderedLookahead(l.cfg.Concurrency)-l.exec.Outstanding())
-	}
-	l.taken = takeReady(l.t, l.taken, n, now)
+	l.taken = takeReady(l.t, l.taken, l.handOutRoom(), now)
 	if len(l.taken) == 0 {
 		return false
 	}
@@ -322,13 +303,7 @@ func (l *loop[Obj]) updateHungry() {
 
 // sleep waits until something happens. It returns false when stopping.
 func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
-	var changesCh <-chan struct{}
-	if l.canPull() && !ts.round.Armed() {
-		changesCh = l.changesWatch
-		if next, ok := l.t.nextDue(); ok {
-			ts.retry.ArmAt(l.commits.breaker.NextRetry(next))
-		}
-	}
+	changesCh := l.pullWake(ts)
 	var initCh <-chan struct{}
 	if !l.initialized {
 		initCh = l.initWatch
@@ -366,6 +341,18 @@ func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
 		l.full.wanted = true
 	}
 	return true
+}
+
+// pullWake returns the channel that wakes the loop for new changes, and
+// arms the retry timer, when the loop may read: nil when it may not.
+func (l *loop[Obj]) pullWake(ts *loopTimers) <-chan struct{} {
+	if !l.canPull() || ts.round.Armed() || l.intakeWaits() {
+		return nil
+	}
+	if next, ok := l.t.nextDue(); ok {
+		ts.retry.ArmAt(l.commits.breaker.NextRetry(next))
+	}
+	return l.changesWatch
 }
 
 // roundDelay returns how long until the round limiter allows a round.

@@ -14,7 +14,9 @@ import (
 // Ordered mode (Config.Priority, FairnessKey, TargetKey): the per-object
 // loop reads every change into the request table, orderedIntake a step
 // (up to maxOrderedRows rows with work; while it is behind, what the order
-// takes first is read ahead of the rest, readAhead) and hands the Queued rows
+// takes first is read ahead of the rest, readAhead; with more workers than
+// processors it gives way to them between steps and while a commit is
+// out, yieldIntake and intakeWaits) and hands the Queued rows
 // to the workers in the Config's order (internal/order): by priority,
 // then new changes before retries before refreshes, round-robin across
 // fairness keys and targets, with aging: once a row has waited MaxWait,
@@ -35,15 +37,62 @@ const maxOrderedRows = 1 << 20
 // a high priority with them (benchmarks/README.md, startup+changes).
 const orderedIntake = 128
 
+// intakeShares reports whether an ordered loop with a backlog left
+// unread shares the processors with more workers than there are
+// processors: then its reads give way to them (yieldIntake, intakeWaits).
+// With as many processors as workers, one is free anyway.
+func (l *loop[Obj]) intakeShares() bool {
+	return l.t.order != nil && l.moreChanges && l.cfg.Concurrency > runtime.GOMAXPROCS(0)
+}
+
 // yieldIntake, after a step that read and left more unread (ordered mode
 // reads on unpaced), lets the goroutines waiting for a processor run
-// before the loop reads on: with more workers than processors, a worker
-// whose operation returned would otherwise wait for the scheduler to
-// preempt the loop, 10ms or more, and the result with it.
+// before the loop reads on: a worker whose operation returned would
+// otherwise wait for the scheduler to preempt the loop, 10ms or more, and
+// the result with it.
 func (l *loop[Obj]) yieldIntake() {
-	if l.t.order != nil && l.moreChanges && l.cfg.Concurrency > runtime.GOMAXPROCS(0) {
+	if l.intakeShares() {
 		runtime.Gosched()
 	}
+}
+
+// intakeWaits reports whether the loop is to read no more of a backlog
+// until the commit out on the committer has landed. A yield does not
+// free the loop's processor: the loop is the next goroutine it runs, and
+// a processor takes over another's ready goroutines only when it has
+// none of its own. The committer, made ready where the table's write
+// lock was released (by a writer inserting the backlog, which does not
+// stop), waited there 20 ms and more while the loop read on (a runtime
+// trace of noisy-tenant, benchmarks/README.md): the loop parks instead,
+// until the commit lands, and its processor runs the committer and the
+// workers.
+func (l *loop[Obj]) intakeWaits() bool {
+	return l.intakeShares() && l.commits.pipe != nil && l.commits.pipe.Out() > 0
+}
+
+// roundRoom is how many more requests a round may read: RoundSize less
+// the Queued and Running rows. Committing rows take no room, so that the
+// next round is read while their statuses are written; nor do Busy ones,
+// so that an attempt stuck past its timeout holds up its own key only.
+// Ordered mode reads every change, orderedIntake a step (order.go).
+func (l *loop[Obj]) roundRoom() int {
+	waiting := l.t.n[stQueued] + l.t.n[stRunning]
+	if l.t.order != nil {
+		return min(maxOrderedRows-waiting, l.cfg.RoundSize, orderedIntake)
+	}
+	return l.cfg.RoundSize - waiting
+}
+
+// handOutRoom is how many Queued rows a dispatch may hand the workers:
+// a round's worth, and in ordered mode no more than keep a few tasks
+// queued beyond the workers (orderedLookahead), so that the order
+// decides what runs next.
+func (l *loop[Obj]) handOutRoom() int {
+	n := l.cfg.RoundSize - l.t.n[stRunning]
+	if l.t.order == nil {
+		return n
+	}
+	return min(n, l.cfg.Concurrency+orderedLookahead(l.cfg.Concurrency)-l.exec.Outstanding())
 }
 
 // orderedLookahead is how many tasks beyond its workers an ordered loop
