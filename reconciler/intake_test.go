@@ -1,14 +1,11 @@
 package reconciler_test
 
 import (
-	"context"
 	"runtime"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/converge-go/converge/reconciler"
 )
@@ -20,38 +17,20 @@ import (
 // object is Done.
 func TestIntakeWaitsForCommit(t *testing.T) {
 	defer reconciler.SetForcePipelined(reconciler.SetForcePipelined(true))
-	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		ops := newOrderOps()
-		started := func() int {
-			ops.mu.Lock()
-			defer ops.mu.Unlock()
-			return len(ops.started)
-		}
-		gate := make(chan struct{})
-		release := sync.OnceFunc(func() { close(gate) })
-		t.Cleanup(release) // before the hive stops
-		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
-			Priority: prio,
-			// Looking at an object takes 100µs: a commit goes out
-			// while the backlog is read.
-			FairnessKey: func(*testObject) string {
-				time.Sleep(100 * time.Microsecond)
-				return ""
-			},
-			Concurrency:                runtime.GOMAXPROCS(0) + 1,
-			RoundRateLimiter:           rate.NewLimiter(rate.Inf, 1),
-			FullReconciliationInterval: reconciler.Off,
-			RefreshInterval:            reconciler.Off,
-		})
+	cfg := reconciler.Config[*testObject]{
+		Priority: prio,
+		// Looking at an object takes 100µs: a commit goes out while the
+		// backlog is read.
+		FairnessKey: func(*testObject) string {
+			time.Sleep(100 * time.Microsecond)
+			return ""
+		},
+		Concurrency: runtime.GOMAXPROCS(0) + 1,
+	}
+	var release func()
+	holdDone := func(cfg *reconciler.Config[*testObject]) {
+		gate := make(chan struct{}) // in the bubble: waiting on it is durable
+		release = sync.OnceFunc(func() { close(gate) })
 		set := cfg.SetObjectStatus
 		cfg.SetObjectStatus = func(o *testObject, s reconciler.Status) *testObject {
 			if s.Kind == reconciler.StatusKindDone {
@@ -59,10 +38,14 @@ func TestIntakeWaitsForCommit(t *testing.T) {
 			}
 			return set(o, s)
 		}
-		if _, err := reconciler.New(cfg, f.params); err != nil {
-			t.Fatal(err)
+	}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, _ reconciler.Reconciler[*testObject]) {
+		t.Cleanup(release) // before the hive stops
+		started := func() int {
+			ops.mu.Lock()
+			defer ops.mu.Unlock()
+			return len(ops.started)
 		}
-		f.markInit()
 		const n = 1000
 		insert(t, f, objs("1ms", ids("lo-", n)...)...)
 		time.Sleep(time.Second)
@@ -84,5 +67,5 @@ func TestIntakeWaitsForCommit(t *testing.T) {
 		if done != n || started() != n {
 			t.Fatalf("%d of %d objects Done, %d Updates started, once the commit landed", done, n, started())
 		}
-	})
+	}, holdDone)
 }

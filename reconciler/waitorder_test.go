@@ -78,8 +78,9 @@ func prio(o *testObject) int {
 func tenant(o *testObject) string { t, _, _ := strings.Cut(o.ID, "/"); return t }
 
 // inOrderBubble starts, in a synctest bubble, a reconciler over orderOps
-// with cfg's ordering options, and runs fn.
-func inOrderBubble(t *testing.T, cfg reconciler.Config[*testObject], fn func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject])) {
+// with cfg's ordering options, each of modify applied last, and runs fn.
+func inOrderBubble(t *testing.T, cfg reconciler.Config[*testObject], fn func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]),
+	modify ...func(*reconciler.Config[*testObject])) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		if err := f.hive.Start(f.log, context.Background()); err != nil {
@@ -93,7 +94,11 @@ func inOrderBubble(t *testing.T, cfg reconciler.Config[*testObject], fn func(t *
 		ops := newOrderOps()
 		cfg.RoundRateLimiter = rate.NewLimiter(rate.Inf, 1)
 		cfg.FullReconciliationInterval, cfg.RefreshInterval = reconciler.Off, reconciler.Off
-		r, err := reconciler.New(testConfig(f, ops, cfg), f.params)
+		cfg = testConfig(f, ops, cfg)
+		for _, m := range modify {
+			m(&cfg)
+		}
+		r, err := reconciler.New(cfg, f.params)
 		if err != nil {
 			t.Fatal(err)
 		}
