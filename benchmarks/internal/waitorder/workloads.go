@@ -155,6 +155,19 @@ func insertBacklog(insert func(from, to int), from, n, batch int) {
 // seconds is s seconds as a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// trickleUntilEnd starts the changes to the pool at rate a second on sys;
+// they go on until end is called, which returns their error.
+func trickleUntilEnd(ctx context.Context, sys System, rate int) (tr *trickle.Trickle, end func() error) {
+	tr = trickle.New(sys, rate, poolIDs(rate))
+	stop := make(chan struct{})
+	trickled := make(chan error, 1)
+	go func() { trickled <- tr.Run(ctx, 0, stop) }()
+	return tr, func() error {
+		close(stop)
+		return <-trickled
+	}
+}
+
 // backlogAndChanges is phase 1 of startup+changes and noisy-tenant: the
 // changes at rate a second during the backlog. It returns the changes'
 // latencies (those committed once the backlog's inserts had returned
@@ -165,17 +178,13 @@ func backlogAndChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate i
 	if err != nil {
 		return nil, err
 	}
-	tr := trickle.New(sys, rate, poolIDs(rate))
-	stop := make(chan struct{})
-	trickled := make(chan error, 1)
-	go func() { trickled <- tr.Run(ctx, 0, stop) }()
+	tr, end := trickleUntilEnd(ctx, sys, rate)
 	alloc0, t0 := bench.TotalAlloc(), time.Now()
 	insertBacklog(sys.Insert, Pool, sz.Backlog, sz.InsertBatch)
 	tr.Mark()
 	err = sys.WaitDone(ctx, Pool+sz.Backlog-1, 0)
 	load, alloc := time.Since(t0), bench.TotalAlloc()-alloc0
-	close(stop)
-	if terr := <-trickled; err == nil {
+	if terr := end(); err == nil {
 		err = terr
 	}
 	if err == nil {
@@ -202,10 +211,7 @@ func floorChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate int, d
 	if err != nil {
 		return 0, err
 	}
-	tr := trickle.New(sys, rate, poolIDs(rate))
-	stop := make(chan struct{})
-	trickled := make(chan error, 1)
-	go func() { trickled <- tr.Run(ctx, 0, stop) }()
+	tr, end := trickleUntilEnd(ctx, sys, rate)
 	window := time.NewTimer(d)
 	insertBacklog(sys.InsertDone, Pool, sz.Backlog, sz.InsertBatch)
 	select {
@@ -214,8 +220,7 @@ func floorChanges(ctx context.Context, f Factory, s Setup, sz Sizes, rate int, d
 		err = ctx.Err()
 	}
 	window.Stop()
-	close(stop)
-	if terr := <-trickled; err == nil {
+	if terr := end(); err == nil {
 		err = terr
 	}
 	return tr.Measure()[trickle.P99], stopped(sys, err)
