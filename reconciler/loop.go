@@ -74,6 +74,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	l := &loop[Obj]{reconciler: r, health: hc, t: r.newRequests(true), status: health.New()}
 	l.runner = runner[Obj]{reconciler: r, nopMetrics: r.metrics == ReconcilerMetrics(NopMetrics{})}
 	l.exec = workers.New(r.cfg.Concurrency, r.cfg.RoundSize, l.runner.runTask, overdue[Obj])
+	l.t.order = newOrdering(r.cfg)
 	if l.t.order != nil {
 		l.exec.SetOrdered(max(1, orderedLookahead(r.cfg.Concurrency)/2))
 	}
@@ -84,7 +85,6 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	if r.cfg.Ownership != nil {
 		l.t.owns = r.ownsKey
 	}
-	l.t.order = newOrdering(r.cfg)
 	return l
 }
 

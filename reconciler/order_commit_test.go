@@ -139,3 +139,51 @@ func TestExplainHeldStatus(t *testing.T) {
 			}
 		})
 }
+
+// TestLoneChangeWrittenAtOnce: whatever the workers, a lone change (one
+// of priority above a backlog's, or a quiet fairness key's only change
+// beside a busy key's backlog) has its Done written as its Update
+// returns, not held for the burst's commit; and while it runs Explain
+// says Running from when its Update started.
+func TestLoneChangeWrittenAtOnce(t *testing.T) {
+	for _, conc := range []int{1, 4} {
+		for _, mode := range []string{"priority", "fairness"} {
+			t.Run(fmt.Sprintf("concurrency=%d/%s", conc, mode), func(t *testing.T) {
+				sleepy := &sleepyOps{d: 3 * time.Millisecond, watch: "hi/0"}
+				inBubble(t,
+					func(cfg *reconciler.Config[*testObject]) {
+						if mode == "priority" {
+							cfg.Priority = func(o *testObject) int {
+								if strings.HasPrefix(o.ID, "hi") {
+									return 10
+								}
+								return 0
+							}
+						} else {
+							cfg.FairnessKey = tenant
+						}
+						cfg.Concurrency = conc
+						sleepy.Operations = cfg.Operations
+						cfg.Operations = sleepy
+					},
+					func(f *fixture, ops *timedOps) {
+						insert(t, f, objs("v", ids("lo/", 50)...)...)
+						time.Sleep(5 * time.Millisecond)
+						insert(t, f, pendingObject("hi/0", "v"))
+						for {
+							obj, _, watch, _ := f.table.GetWatch(f.db.ReadTxn(), idIndex.Query("hi/0"))
+							if obj.Status.Kind == reconciler.StatusKindDone {
+								break
+							}
+							<-watch
+						}
+						sleepy.mu.Lock()
+						defer sleepy.mu.Unlock()
+						if d := time.Since(sleepy.at); sleepy.at.IsZero() || d != 0 {
+							t.Errorf("hi/0 was Done %v after its Update returned, want at once", d)
+						}
+					})
+			})
+		}
+	}
+}
