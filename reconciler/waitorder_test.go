@@ -263,3 +263,47 @@ func TestReadAhead(t *testing.T) {
 		}
 	})
 }
+
+// TestAgingPastHungTarget: a target whose operation hangs, at its cap with
+// a backlog of hundreds of rows ahead in the level, does not stop aging
+// for another target's row: once that row has waited MaxWait it starts
+// before the later rows of higher priority that keep coming.
+func TestAgingPastHungTarget(t *testing.T) {
+	const maxWait = 20 * time.Millisecond
+	for _, hung := range []int{10, 70, 300} {
+		t.Run(fmt.Sprint("hung=", hung), func(t *testing.T) {
+			cfg := reconciler.Config[*testObject]{
+				Priority:  func(o *testObject) int { return b2i(strings.HasPrefix(o.ID, "ok/hi")) * 10 },
+				TargetKey: func(o *testObject) string { t, _, _ := strings.Cut(o.ID, "/"); return t },
+				MaxWait:   maxWait, TargetConcurrency: 1, Concurrency: 2,
+			}
+			inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+				insert(t, f, objs("hang", ids("hung/", hung)...)...)
+				synctest.Wait() // hung/00 hangs: its target is at its cap
+				start := time.Since(ops.start)
+				insert(t, f, objs("1ms", "ok/lo")...)
+				for i := range 100 { // two a millisecond: more than the one free worker does
+					insert(t, f, objs("1ms", fmt.Sprintf("ok/hi-%03da", i), fmt.Sprintf("ok/hi-%03db", i))...)
+					time.Sleep(time.Millisecond)
+				}
+				synctest.Wait()
+				ops.mu.Lock()
+				at, ran := ops.started["ok/lo"]
+				ops.mu.Unlock()
+				// Overdue at 20ms, it is handed out at the next hand-out
+				// and starts behind the operation running and the two
+				// queued for the free worker.
+				if waited := at - start; !ran || waited > maxWait+4*time.Millisecond {
+					t.Fatalf("ok/lo started %v after it was written (ran: %v), want within MaxWait %v and the operations queued ahead of it", waited, ran, maxWait)
+				}
+			})
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -45,6 +45,8 @@ type level[T any] struct {
 	fairs           []*fairQueue[T] // the round-robin ring
 	byFair          map[string]*fairQueue[T]
 	next            int // the ring's cursor
+	// swept is how many entries arrivals kept at its last sweep.
+	swept int
 }
 
 // fairQueue is one fairness key's entries, by target.
@@ -155,67 +157,75 @@ func (q *Queue[T]) Pop(now time.Time, capped func(target string) bool) (Entry[T]
 	return Entry[T]{}, false
 }
 
-// overdueScan bounds how many overdue entries of a level a Pop passes
-// over (their targets at their caps) looking for one to take.
-const overdueScan = 64
-
 // popOverdue takes the oldest item that has waited maxWait and whose
-// target has room.
+// target has room. A level's arrivals give its oldest entry; when that
+// entry's target is at its cap, the oldest entry of every other target is
+// at the head of that target's list: one look per list finds the oldest
+// that can be taken, however many entries of capped targets wait ahead of
+// it (a hung target with a backlog is what caps are for).
 func (q *Queue[T]) popOverdue(now time.Time, capped func(string) bool) (Entry[T], bool) {
 	cutoff := q.since(now.Add(-q.maxWait))
 	var best *level[T]
-	bestIdx := -1
+	var from *fifo[T]
 	for _, l := range q.levels {
-		if i := q.overdueIn(&l.arrivals, cutoff, capped); i >= 0 &&
-			(best == nil || l.arrivals.items[i].at < best.arrivals.items[bestIdx].at) {
-			best, bestIdx = l, i
+		q.dropStale(&l.arrivals)
+		if l.arrivals.len() == 0 || l.arrivals.peek().at > cutoff {
+			continue // none of the level has waited maxWait
+		}
+		f := &l.arrivals
+		if capped(f.peek().tq.target) {
+			f = q.oldestWithRoom(l, cutoff, capped)
+			q.sweep(l) // its arrivals' head stays: stale entries gather behind it
+		}
+		if f != nil && (from == nil || f.peek().at < from.peek().at) {
+			best, from = l, f
 		}
 	}
-	if best == nil {
+	if from == nil {
 		return Entry[T]{}, false
 	}
-	s := best.arrivals.items[bestIdx]
-	if bestIdx == best.arrivals.head {
-		best.arrivals.drop()
-	}
-	return q.entry(best, s), true // its copies elsewhere are stale once the owner takes it
+	s := *from.peek()
+	from.drop()
+	return q.entry(best, s), true // its copy in the other list is stale once the owner takes it
 }
 
-// overdueIn returns the index in a of its oldest entry that has waited
-// since cutoff and whose target has room, or -1. It drops the stale
-// entries it passes (compacting the list), so that only entries passed
-// over for their target count against overdueScan.
-func (q *Queue[T]) overdueIn(a *fifo[T], cutoff time.Duration, capped func(string) bool) int {
-	q.dropStale(a)
-	w := a.head // where the next entry kept goes
-	found := -1
-	passed := 0
-	i := a.head
-	for ; i < len(a.items) && passed < overdueScan; i++ {
-		s := a.items[i]
-		if s.at > cutoff {
-			break // the rest came later
-		}
-		if !q.valid(s.item, s.gen) {
-			continue // stale: dropped
-		}
-		a.items[w] = s
-		if found < 0 && !capped(s.tq.target) {
-			found = w
-		} else if found < 0 {
-			passed++
-		}
-		w++
-		if found >= 0 {
-			i++
-			break
+// oldestWithRoom returns the target list of l whose head has waited since
+// cutoff, is the oldest such, and whose target has room; nil if none.
+func (q *Queue[T]) oldestWithRoom(l *level[T], cutoff time.Duration, capped func(string) bool) *fifo[T] {
+	var best *fifo[T]
+	for _, fq := range l.fairs {
+		for _, tq := range fq.targets {
+			q.dropStale(tq)
+			if tq.len() == 0 || capped(tq.target) {
+				continue
+			}
+			if at := tq.peek().at; at <= cutoff && (best == nil || at < best.peek().at) {
+				best = tq
+			}
 		}
 	}
-	// Close the gap the stale entries left.
-	n := copy(a.items[w:], a.items[i:])
-	clear(a.items[w+n:])
-	a.items = a.items[:w+n]
-	return found
+	return best
+}
+
+// sweep drops the stale entries of l's arrivals once they are at least
+// half of it: items taken through their target lists leave their copies
+// there, behind a head that stays while its target is capped. Each sweep
+// halves the list at least, so its cost is spread over the pushes that
+// filled it.
+func (q *Queue[T]) sweep(l *level[T]) {
+	a := &l.arrivals
+	if a.len() < 2*l.swept+64 {
+		return
+	}
+	kept := a.items[:0]
+	for _, s := range a.items[a.head:] {
+		if q.valid(s.item, s.gen) {
+			kept = append(kept, s)
+		}
+	}
+	clear(a.items[len(kept):])
+	a.items, a.head = kept, 0
+	l.swept = len(kept)
 }
 
 // popLevel takes the next item of l: round-robin across fairness keys,

@@ -113,6 +113,14 @@ func TestAgingNeverOvertaken(t *testing.T) {
 					push(q, it, rng.IntN(4), rng.IntN(3), fmt.Sprint("f", rng.IntN(5)), fmt.Sprint("t", rng.IntN(3)), now)
 					live, at[it] = append(live, it), now
 				}
+				if cappedTarget != "" && rng.IntN(150) == 0 { // a burst for the capped target: more than any bounded scan
+					for range 65 + rng.IntN(100) {
+						it := &item{id: next}
+						next++
+						push(q, it, rng.IntN(4), rng.IntN(3), fmt.Sprint("f", rng.IntN(5)), cappedTarget, now)
+						live, at[it] = append(live, it), now
+					}
+				}
 				if len(live) > 0 && rng.IntN(20) == 0 { // withdrawn
 					i := rng.IntN(len(live))
 					live[i].ready = false
@@ -127,6 +135,45 @@ func TestAgingNeverOvertaken(t *testing.T) {
 					e.Item.ready = false
 					live = slices.DeleteFunc(live, func(it *item) bool { return it == e.Item })
 				}
+			}
+		})
+	}
+}
+
+// TestAgingPastCappedBacklog: however many overdue entries of a capped
+// target wait ahead of it in its level, an overdue entry of a target with
+// room is taken before a later one of higher priority; and the stale
+// copies its taking leaves behind the capped head do not pile up.
+func TestAgingPastCappedBacklog(t *testing.T) {
+	for _, hung := range []int{10, 70, 300, 5000} {
+		t.Run(fmt.Sprint("hung=", hung), func(t *testing.T) {
+			t0 := time.Unix(0, 0)
+			q := newQueue(20 * time.Millisecond)
+			for i := range hung {
+				push(q, &item{id: 1000 + i}, 0, 0, "", "hung", t0)
+			}
+			lo := &item{id: 1}
+			push(q, lo, 0, 0, "", "ok", t0.Add(time.Millisecond))
+			hi := &item{id: 2}
+			push(q, hi, 10, 0, "", "ok", t0.Add(30*time.Millisecond))
+			capped := func(target string) bool { return target == "hung" }
+			now := t0.Add(30 * time.Millisecond)
+			if got := popAll(q, now, capped); !slices.Equal(got, []int{1, 2}) {
+				t.Fatalf("took %v, want the overdue 1 before the later 2 of higher priority", got)
+			}
+			// Many items of the other target come and go while the
+			// capped head stays: the level's arrivals stay bounded.
+			for i := range 10 * hung {
+				it := &item{id: 10_000 + i}
+				push(q, it, 0, 0, "", "ok", now)
+				now = now.Add(time.Millisecond)
+				if e, ok := q.Pop(now, capped); !ok || e.Item != it {
+					t.Fatalf("step %d: took %v %v, want item %d", i, e.Item, ok, it.id)
+				}
+				it.ready = false
+			}
+			if n := q.levels[len(q.levels)-1].arrivals.len(); n > 2*hung+64 {
+				t.Fatalf("the level's arrivals hold %d entries for %d live ones", n, hung)
 			}
 		})
 	}
