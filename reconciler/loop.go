@@ -236,6 +236,8 @@ func (l *loop[Obj]) pull(now time.Time) int {
 	l.commits.own.ReadPast(l.readTo)
 	if l.moreChanges && l.t.order != nil {
 		picked += l.readAhead(txn, now) // what the order takes first, read before the backlog
+	} else if !l.moreChanges {
+		l.t.order.caughtUp()
 	}
 	for n := l.commits.breaker.AllowRetries(now, budget); n > 0; n-- {
 		r, ok := l.t.popDue(now)

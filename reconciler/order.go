@@ -112,8 +112,10 @@ type ordering[Obj any] struct {
 	// The Queued rows by askedAt, and those not attempted yet: the
 	// reports' watermarks (view), which active gives in FIFO mode.
 	byAsk, untried heap.Indexed[*request[Obj]]
-	// aheadTo is the last revision readAhead looked at.
+	// aheadTo is the last revision readAhead looked at; unread what it
+	// looked at and left for the reader.
 	aheadTo statedb.Revision
+	unread  order.Unread
 }
 
 // newOrdering returns the ordering cfg asks for, or nil (FIFO).
@@ -337,17 +339,33 @@ func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.T
 // order takes before a row that waits, and reads them now: a change of a
 // high priority, or of a quiet fairness key, written behind a burst of
 // 100k objects would otherwise wait until the whole burst has been read.
-// Each revision is looked at once. The change reader meets such a change
-// again, at the same revision, as the request the table has; deletes
-// wait for it.
+// Each revision is looked at once, and judged against the rows queued and
+// those it looked at and left unread before it (they are queued before
+// the reader reaches it), so that the judgement holds as the reader reads
+// on. The change reader meets a change read ahead again, at the same
+// revision, as the request the table has; deletes wait for it.
 func (l *loop[Obj]) readAhead(txn statedb.ReadTxn, now time.Time) int {
 	o, picked, askedAt := l.t.order, 0, l.readTo+1
 	for obj, rev := range l.cfg.Table.LowerBound(txn, statedb.ByRevision[Obj](max(o.aheadTo, l.readTo)+1)) {
 		o.aheadTo = rev
-		if l.t.statusOf(obj).IsPendingOrRefreshing() && o.q.Passes(o.priorityOf(obj), o.fairOf(obj)) &&
-			l.t.read(change[Obj]{obj: obj, rev: rev}, &l.commits.own, askedAt, l.startRev, now) {
+		st := l.t.statusOf(obj)
+		if !st.IsPendingOrRefreshing() {
+			continue
+		}
+		prio, fair := o.priorityOf(obj), o.fairOf(obj)
+		if !o.q.Passes(prio, fair, &o.unread) {
+			o.unread.Add(prio, 2*b2i(st.Kind == StatusKindRefreshing), fair)
+		} else if l.t.read(change[Obj]{obj: obj, rev: rev}, &l.commits.own, askedAt, l.startRev, now) {
 			picked++
 		}
 	}
 	return picked
+}
+
+// caughtUp records that the reader has read everything written: what
+// readAhead left unread is read.
+func (o *ordering[Obj]) caughtUp() {
+	if o != nil {
+		o.unread.Reset()
+	}
 }

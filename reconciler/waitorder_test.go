@@ -307,3 +307,62 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+// TestReadAheadJudgesAgainstBacklog: a change the order takes first is
+// read ahead of the backlog written before it, even when, as the reader
+// looked ahead, nothing queued was of a level it goes before. Priority:
+// one write of 10 rows of top priority, 1,000 of low and then one of
+// middle priority, read 10 a step: the middle row runs after the top
+// rows, not after the low rows the reader reads meanwhile. Fairness: a
+// busy key's 1,000 rows, every row read so far already handed out, then
+// a quiet key's change: it runs at once, not once the reader reaches it.
+func TestReadAheadJudgesAgainstBacklog(t *testing.T) {
+	for _, mode := range []string{"priority", "fairness"} {
+		t.Run(mode, func(t *testing.T) {
+			// Reading costs time, as in a burst: TargetKey takes 100µs
+			// for a backlog row, so the reader needs 100ms for them.
+			slowRead := func(o *testObject) string {
+				if strings.HasPrefix(o.ID, "lo-") || strings.HasPrefix(o.ID, "a/") {
+					time.Sleep(100 * time.Microsecond)
+				}
+				return ""
+			}
+			cfg := reconciler.Config[*testObject]{RoundSize: 10, Concurrency: 1, TargetKey: slowRead, TargetConcurrency: 16}
+			var backlog []*testObject
+			last := "mid"
+			if mode == "priority" {
+				cfg.Priority = func(o *testObject) int {
+					return map[string]int{"top": 20, "mid": 10}[strings.SplitN(o.ID, "-", 2)[0]]
+				}
+				backlog = append(objs("1ms", ids("top-", 10)...), objs("1ms", ids("lo-", 1000)...)...)
+			} else {
+				cfg.FairnessKey, cfg.Concurrency = tenant, 16
+				backlog, last = objs("1ms", ids("a/", 1000)...), "b/0"
+			}
+			inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+				wtxn := f.db.WriteTxn(f.table)
+				for _, o := range backlog {
+					f.table.Insert(wtxn, o)
+				}
+				if mode == "fairness" {
+					wtxn.Commit()
+					time.Sleep(5 * time.Millisecond) // the reader is 50 rows in, the read-ahead past them all
+					wtxn = f.db.WriteTxn(f.table)
+				}
+				written := time.Since(ops.start)
+				f.table.Insert(wtxn, objs("1ms", last)[0])
+				wtxn.Commit()
+				time.Sleep(time.Second)
+				synctest.Wait()
+				ops.mu.Lock()
+				at, ran := ops.started[last]
+				ops.mu.Unlock()
+				// Priority: behind the 10 rows read before it and the few
+				// handed out. Fairness: at the next step.
+				if waited := at - written; !ran || waited > 20*time.Millisecond {
+					t.Fatalf("%s started %v after it was written (ran: %v): not read ahead of the backlog written before it", last, waited, ran)
+				}
+			})
+		})
+	}
+}

@@ -351,24 +351,30 @@ func (q *Queue[T]) Ahead(priority, class int) int {
 }
 
 // Passes reports whether a new item of class 0 with priority and fair
-// would be taken before some item waiting now: a level below its own
-// holds items, or at its own level its fairness key holds fewer than
-// half the items (round-robin takes it ahead of the busier keys'). A
-// cheap upper bound: stale entries count.
-func (q *Queue[T]) Passes(priority int, fair string) bool {
+// would be taken before some item waiting now or unread in u (queued
+// before it is): a level below its own holds items, or at its own level
+// its fairness key holds fewer than half the items (round-robin takes it
+// ahead of the busier keys'). A cheap upper bound: stale entries count.
+func (q *Queue[T]) Passes(priority int, fair string, u *Unread) bool {
+	if u.after(priority) {
+		return true
+	}
+	n, mine := u.count(priority, fair)
 	for i := len(q.levels) - 1; i >= 0; i-- {
 		l := q.levels[i]
 		switch {
 		case l.priority > priority:
-			return false // it and every level before it are taken first
+			return 2*mine < n // none queued of its level: the unread ones decide
 		case l.priority == priority && l.class == 0:
-			fq, n := l.byFair[fair], l.arrivals.len()
-			return fq == nil && n > 0 || fq != nil && 2*fq.len() < n
+			if fq := l.byFair[fair]; fq != nil {
+				mine += fq.len()
+			}
+			return 2*mine < n+l.arrivals.len()
 		case l.arrivals.len() > 0:
 			return true
 		}
 	}
-	return false
+	return 2*mine < n
 }
 
 // len counts fq's entries, stale ones too.

@@ -224,19 +224,29 @@ func TestPasses(t *testing.T) {
 	tests := []struct {
 		name   string
 		queued [][3]any // priority, class, fairness key
+		unread [][3]any // the same, looked at ahead and left unread
 		prio   int
 		fair   string
 		want   bool
 	}{
-		{"empty queue", nil, 0, "", false},
-		{"above a lower priority", [][3]any{{-100, 0, ""}}, 0, "", true},
-		{"equal priority, one key", [][3]any{{0, 0, ""}, {0, 0, ""}}, 0, "", false},
-		{"below a higher priority", [][3]any{{10, 0, ""}}, 0, "", false},
-		{"before a retry of its priority", [][3]any{{0, 1, ""}}, 0, "", true},
-		{"quiet key beside a busy one", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "A"}}, 0, "B", true},
-		{"busy key itself", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, 0, "A", false},
-		{"key with a third of the level", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, 0, "B", true},
-		{"higher level first, lower below", [][3]any{{10, 0, ""}, {-5, 0, ""}}, 0, "", true},
+		{"empty queue", nil, nil, 0, "", false},
+		{"above a lower priority", [][3]any{{-100, 0, ""}}, nil, 0, "", true},
+		{"equal priority, one key", [][3]any{{0, 0, ""}, {0, 0, ""}}, nil, 0, "", false},
+		{"below a higher priority", [][3]any{{10, 0, ""}}, nil, 0, "", false},
+		{"before a retry of its priority", [][3]any{{0, 1, ""}}, nil, 0, "", true},
+		{"quiet key beside a busy one", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "A"}}, nil, 0, "B", true},
+		{"busy key itself", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, nil, 0, "A", false},
+		{"key with a third of the level", [][3]any{{0, 0, "A"}, {0, 0, "A"}, {0, 0, "B"}}, nil, 0, "B", true},
+		{"higher level first, lower below", [][3]any{{10, 0, ""}, {-5, 0, ""}}, nil, 0, "", true},
+		// What the reader looked at and left unread will be queued
+		// before the change is read: it counts as queued.
+		{"above an unread lower priority", [][3]any{{20, 0, ""}}, [][3]any{{0, 0, ""}}, 10, "", true},
+		{"below unread higher only", [][3]any{{20, 0, ""}}, [][3]any{{20, 0, ""}}, 10, "", false},
+		{"before an unread refresh", nil, [][3]any{{0, 2, ""}}, 0, "", true},
+		{"quiet key beside a busy unread one", nil, [][3]any{{0, 0, "A"}, {0, 0, "A"}}, 0, "B", true},
+		{"busy unread key itself", nil, [][3]any{{0, 0, "A"}, {0, 0, "A"}}, 0, "A", false},
+		{"queued and unread of one key", [][3]any{{0, 0, "A"}}, [][3]any{{0, 0, "B"}, {0, 0, "B"}}, 0, "A", true},
+		{"queued and unread of one busy key", [][3]any{{0, 0, "B"}}, [][3]any{{0, 0, "B"}, {0, 0, "A"}}, 0, "B", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +254,11 @@ func TestPasses(t *testing.T) {
 			for i, e := range tt.queued {
 				push(q, &item{id: i}, e[0].(int), e[1].(int), e[2].(string), "", at)
 			}
-			if got := q.Passes(tt.prio, tt.fair); got != tt.want {
+			var u Unread
+			for _, e := range tt.unread {
+				u.Add(e[0].(int), e[1].(int), e[2].(string))
+			}
+			if got := q.Passes(tt.prio, tt.fair, &u); got != tt.want {
 				t.Fatalf("Passes(%d, %q) = %v, want %v", tt.prio, tt.fair, got, tt.want)
 			}
 		})
