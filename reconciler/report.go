@@ -230,29 +230,6 @@ func watchWrites[Obj comparable](r *reconciler[Obj], t *requests[Obj], fd *feed[
 	}
 }
 
-// unreconciledWrites are the latest changes noticed that kept this
-// reconciler's status, by key: a ring Explain looks in.
-type unreconciledWrites struct {
-	keys [64]string
-	revs [64]statedb.Revision
-	next int
-}
-
-func (u *unreconciledWrites) add(key string, rev statedb.Revision) {
-	u.keys[u.next], u.revs[u.next] = string([]byte(key)), rev // a copy: key views the object's bytes
-	u.next = (u.next + 1) % len(u.keys)
-}
-
-// at reports whether the change of key at rev was one.
-func (u *unreconciledWrites) at(key string, rev statedb.Revision) bool {
-	for i := range u.keys {
-		if u.revs[i] == rev && u.keys[i] == key {
-			return true
-		}
-	}
-	return false
-}
-
 // reportSignal is the channel Explanation.Changed hands out: made when an
 // answer asks for it, closed at the loop's next report.
 type reportSignal struct{ ch chan struct{} }
@@ -271,79 +248,6 @@ func (s *reportSignal) reported() {
 		close(s.ch)
 		s.ch = nil
 	}
-}
-
-func fmtWorkers(running, concurrency int) string {
-	return fmt.Sprintf("waiting for a worker: %d operation(s) running, Concurrency %d", running, concurrency)
-}
-
-func fmtRoom(outstanding, roundSize int) string {
-	return fmt.Sprintf("waiting for room in a round: %d request(s) outstanding, RoundSize %d", outstanding, roundSize)
-}
-
-func fmtBreaker(err string) string {
-	return fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", err)
-}
-
-// explainLoop answers Explain (explainKey) with why work waits
-// in this loop now.
-func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explanation {
-	p := explainParts{
-		readTo:      l.readTo,
-		initialized: l.initialized,
-		timeout:     l.cfg.OperationTimeout,
-		retryAt:     l.commits.breaker.NextRetry,
-		queuedTask:  l.exec.WaitsForWorker,
-		unreadWhy:   "not read yet: the next round reads it",
-		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
-	}
-	if o := l.t.order; o != nil {
-		p.orderWhy = func(key string) string { return o.why(l.t.rows[key]) }
-		p.heldWhy = func(key string) string { return heldWhy(l.commits.held, l.t.rows[key], now) }
-	}
-	switch {
-	case l.suspended():
-		p.suspendedOrDraining = true
-		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
-	case l.full.draining():
-		p.suspendedOrDraining = true
-		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
-		p.queuedWhy = p.unreadWhy
-	case l.roundRoom() <= 0:
-		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
-	}
-	if l.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
-	}
-	e := explainKey(l.reconciler, l.t, key, p, now)
-	e.Changed = l.reportSig.wait()
-	return e
-}
-
-// explainSync answers Explain (explainKey) with why work waits
-// in this loop now.
-func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
-	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
-		retryAt:   s.commits.breaker.NextRetry,
-		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
-		queuedWhy: "waiting for the next Sync (debounce)",
-	}
-	switch {
-	case s.suspended():
-		p.queuedWhy = "suspended: no Sync starts until Resume"
-	case !s.initialized:
-		p.queuedWhy = "the first Sync waits until the table is initialized"
-	case !s.leading():
-		p.queuedWhy = "another replica leads: it syncs"
-	case s.down:
-		p.queuedWhy = "the target is down: the next Sync waits for its retry"
-	}
-	if s.commits.breaker.Open() {
-		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
-	}
-	e := explainKey(s.reconciler, s.t, key, p, now)
-	e.Changed = s.reportSig.wait()
-	return e
 }
 
 // waiting counts the rows that wait for a worker or are in its hands:
@@ -380,19 +284,4 @@ func reportRealized[Obj comparable](r *reconciler[Obj], latencies []time.Duratio
 	}
 	r.metrics.Realized(latencies)
 	r.realized.add(latencies)
-}
-
-// heldWhy says why r's status waits in job, the commit held open for a
-// burst's statuses (ordering.holds), or "" when it is not there.
-func heldWhy[Obj any](job *commitJob[Obj], r *request[Obj], now time.Time) string {
-	if job == nil || r == nil {
-		return ""
-	}
-	for i := range job.verdicts {
-		if v := &job.verdicts[i]; v.r == r && v.attempt == r.writing {
-			return "its result is in; its status waits to be written with a burst's, " +
-				relTime(job.holdUntil(), now) + " at the latest"
-		}
-	}
-	return ""
 }

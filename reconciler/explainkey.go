@@ -1,0 +1,274 @@
+package reconciler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/cilium/statedb"
+)
+
+// How a loop answers Explain: what it adds to the request table (its
+// marks, and why work waits in it now), and how one key's row, or its
+// absence, reads as an Explanation. The answer is made on the loop's
+// goroutine, so it agrees with the request table at that moment.
+
+func fmtWorkers(running, concurrency int) string {
+	return fmt.Sprintf("waiting for a worker: %d operation(s) running, Concurrency %d", running, concurrency)
+}
+
+func fmtRoom(outstanding, roundSize int) string {
+	return fmt.Sprintf("waiting for room in a round: %d request(s) outstanding, RoundSize %d", outstanding, roundSize)
+}
+
+func fmtBreaker(err string) string {
+	return fmt.Sprintf("breaker open: every attempt fails with %q; held retries go one at a time", err)
+}
+
+// explainLoop answers Explain (explainKey) with why work waits
+// in this loop now.
+func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explanation {
+	p := explainParts{
+		readTo:      l.readTo,
+		initialized: l.initialized,
+		timeout:     l.cfg.OperationTimeout,
+		retryAt:     l.commits.breaker.NextRetry,
+		queuedTask:  l.exec.WaitsForWorker,
+		unreadWhy:   "not read yet: the next round reads it",
+		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
+	}
+	if o := l.t.order; o != nil {
+		p.orderWhy = func(key string) string { return o.why(l.t.rows[key]) }
+		p.heldWhy = func(key string) string { return heldWhy(l.commits.held, l.t.rows[key], now) }
+	}
+	switch {
+	case l.suspended():
+		p.suspendedOrDraining = true
+		p.unreadWhy, p.queuedWhy = "suspended: nothing is read or started until Resume", "suspended: nothing is started until Resume"
+	case l.full.draining():
+		p.suspendedOrDraining = true
+		p.unreadWhy = "held while a full reconciliation waits for the operations in flight and prunes"
+		p.queuedWhy = p.unreadWhy
+	case l.roundRoom() <= 0:
+		p.unreadWhy = fmtRoom(l.t.n[stQueued]+l.t.n[stRunning], l.cfg.RoundSize)
+	}
+	if l.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(l.commits.breaker.Err())
+	}
+	e := explainKey(l.reconciler, l.t, key, p, now)
+	e.Changed = l.reportSig.wait()
+	return e
+}
+
+// explainSync answers Explain (explainKey) with why work waits
+// in this loop now.
+func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
+	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
+		retryAt:   s.commits.breaker.NextRetry,
+		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
+		queuedWhy: "waiting for the next Sync (debounce)",
+	}
+	switch {
+	case s.suspended():
+		p.queuedWhy = "suspended: no Sync starts until Resume"
+	case !s.initialized:
+		p.queuedWhy = "the first Sync waits until the table is initialized"
+	case !s.leading():
+		p.queuedWhy = "another replica leads: it syncs"
+	case s.down:
+		p.queuedWhy = "the target is down: the next Sync waits for its retry"
+	}
+	if s.commits.breaker.Open() {
+		p.breakerWhy = fmtBreaker(s.commits.breaker.Err())
+	}
+	e := explainKey(s.reconciler, s.t, key, p, now)
+	e.Changed = s.reportSig.wait()
+	return e
+}
+
+// explainParts are what a loop adds to its request table when it answers
+// Explain: its marks, and why work waits in it now.
+type explainParts struct {
+	readTo      statedb.Revision
+	initialized bool
+	whole       bool // a whole-set loop: a Sync is the executor
+	// unreadWhy says why changes not read yet wait; queuedWhy why a
+	// queued row waits (and a dispatched one whose task waits for a
+	// worker: queuedTask says which).
+	unreadWhy, queuedWhy string
+	queuedTask           func(seq uint64) bool
+	// orderWhy, in ordered mode, says where the Queued row of a key waits
+	// in the order (nil: queuedWhy).
+	orderWhy func(key string) string
+	// retryAt is when a retry due at the given time may go (the
+	// breaker's pacing); breakerWhy says why, when the breaker is open.
+	retryAt    func(due time.Time) time.Time
+	breakerWhy string
+	timeout    time.Duration // OperationTimeout (0: none)
+	// suspendedOrDraining: nothing is handed out now, whatever the order.
+	suspendedOrDraining bool
+	// heldWhy, in ordered mode, says why a Committing row's status waits
+	// to be written ("": it is being written).
+	heldWhy func(key string) string
+}
+
+// explainKey answers Explain for key from the request table t, the
+// table's current snapshot and the loop's parts p.
+func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string, p explainParts, now time.Time) Explanation {
+	e := Explanation{Reconciler: r.id.DisplayName(), Key: printableKey(key), ReadTo: p.readTo,
+		Suspended: r.suspended(), Initialized: p.initialized, At: now}
+	obj, rev, found := r.getByKey(r.db.ReadTxn(), key)
+	if found {
+		e.InTable, e.Status = true, r.cfg.GetObjectStatus(obj)
+	}
+	row := t.rows[key]
+	switch {
+	case row != nil && row.detail != nil && row.state != stRefreshDue:
+		explainRow(&e, row, p)
+		if row.state == stHeld {
+			e.NextAttempt = row.due
+			e.Reason += map[bool]string{true: "; only a change retries it", false: "; refresh retries it"}[row.due.IsZero()]
+		}
+	case row != nil && row.state == stNotOwned, !r.ownsKey(key):
+		e.State, e.Reason = KeyNotOwned, "another replica owns the key"
+		if row != nil {
+			e.Revision = row.askedAt
+		}
+	case !found:
+		e.State, e.Reason = KeyAbsent, "no object with this key, nothing outstanding (a Delete, if one was due, succeeded)"
+	case rev > p.readTo:
+		e.State, e.Reason, e.Revision = KeyUnread, p.unreadWhy, rev
+	case e.Status.Kind == StatusKindUnset:
+		e.State, e.Reason = KeyUnset, "its status is Unset: it asks nothing of this reconciler"
+	default:
+		explainSettled(&e, row, r.cfg.RefreshInterval, p)
+		if r.unreconciled.at(key, rev) {
+			e.Reason = fmt.Sprintf("not reconciled: revision %d changed the object but kept its %s status; "+
+				"a writer must write a changed object with StatusPending()", rev, e.Status.Kind)
+		}
+	}
+	return e
+}
+
+// explainSettled fills e in for a key with nothing outstanding: Done (or
+// failed with no retry kept), refreshed next at its refresh.
+func explainSettled[Obj any](e *Explanation, row *request[Obj], interval time.Duration, p explainParts) {
+	e.State, e.Reason = KeyDone, "reconciled"
+	if e.Status.Kind == StatusKindError {
+		e.State, e.Reason, e.LastError = KeyGivenUp, "failed, with no retry outstanding", e.Status.Error
+	}
+	if row != nil && row.running != 0 {
+		e.Reason += "; an earlier attempt that ran past its timeout still runs"
+	}
+	switch {
+	case row != nil && row.state == stRefreshDue:
+		e.NextAttempt, e.Reason = row.due, e.Reason+"; its refresh was put off (the key was not owned at that moment)"
+	case interval != Off && !p.whole && !e.Status.UpdatedAt.IsZero():
+		e.NextAttempt = e.Status.UpdatedAt.Add(interval)
+	}
+}
+
+// explainRow fills e in from a row with work outstanding.
+func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
+	e.Deleted, e.Revision, e.Attempts, e.LastError, e.Since = row.deleted, row.askedAt, row.attempts, row.err, row.since
+	op := "Update"
+	if row.deleted {
+		op = "Delete"
+	}
+	switch row.state {
+	case stQueued:
+		e.State, e.Reason = KeyQueued, p.queuedWhy
+		if p.orderWhy != nil && !p.suspendedOrDraining {
+			e.Reason = p.orderWhy(row.key)
+		}
+	case stBusy:
+		e.State, e.Reason = KeyBusy, "waiting for an earlier attempt on the key to return"
+		if row.stuck {
+			e.Reason = "waiting for an earlier attempt on the key, past its timeout, to return"
+		}
+	case stRunning:
+		if p.queuedTask != nil && p.queuedTask(row.taskSeq) {
+			e.State, e.Reason = KeyQueued, p.queuedWhy
+			break
+		}
+		e.State, e.Since, e.Reason = KeyRunning, row.startedAt, op+" in flight"
+		if p.whole {
+			e.Reason = "in the running Sync"
+		}
+		if p.timeout > 0 {
+			e.Reason += fmt.Sprintf("; times out after %s", p.timeout)
+		}
+	case stCommitting:
+		e.State, e.Reason = KeyCommitting, "its result is in; its status is being written"
+		if p.heldWhy != nil {
+			if why := p.heldWhy(row.key); why != "" {
+				e.Reason = why
+			}
+		}
+	case stRetrying:
+		explainRetry(e, row, p)
+	case stHeld:
+		e.State = KeyGivenUp
+		e.Reason = map[reqWhy]string{whyMisconfigured: "given up on: a misconfiguration (see the error)",
+			whyExhausted: "given up on: MaxRetries spent"}[row.why]
+		if e.Reason == "" {
+			e.Reason = "given up on: a Permanent error"
+		}
+	}
+}
+
+// explainRetry fills e in for a row waiting for its retry.
+func explainRetry[Obj any](e *Explanation, row *request[Obj], p explainParts) {
+	e.State, e.NextAttempt = KeyRetrying, p.retryAt(row.due)
+	e.Reason = map[reqWhy]string{
+		whyDeferred:   "not ready yet (RetryAfter without an error): retried at its delay",
+		whyRetryAfter: "retried after the delay the operation asked for (RetryAfter)",
+		whyOwed:       "its status was written over by an earlier attempt: run again",
+	}[row.why]
+	switch {
+	case p.breakerWhy != "" && e.NextAttempt.After(row.due):
+		e.Reason = p.breakerWhy
+	case e.Reason == "":
+		e.Reason = fmt.Sprintf("backoff after %d failure(s)", row.attempts)
+	}
+	if p.whole && row.why != whyDeferred {
+		e.Reason += "; retried by the next Sync"
+	}
+}
+
+// heldWhy says why r's status waits in job, the commit held open for a
+// burst's statuses (ordering.holds), or "" when it is not there.
+func heldWhy[Obj any](job *commitJob[Obj], r *request[Obj], now time.Time) string {
+	if job == nil || r == nil {
+		return ""
+	}
+	for i := range job.verdicts {
+		if v := &job.verdicts[i]; v.r == r && v.attempt == r.writing {
+			return "its result is in; its status waits to be written with a burst's, " +
+				relTime(job.holdUntil(), now) + " at the latest"
+		}
+	}
+	return ""
+}
+
+// unreconciledWrites are the latest changes noticed that kept this
+// reconciler's status, by key: a ring Explain looks in.
+type unreconciledWrites struct {
+	keys [64]string
+	revs [64]statedb.Revision
+	next int
+}
+
+func (u *unreconciledWrites) add(key string, rev statedb.Revision) {
+	u.keys[u.next], u.revs[u.next] = string([]byte(key)), rev // a copy: key views the object's bytes
+	u.next = (u.next + 1) % len(u.keys)
+}
+
+// at reports whether the change of key at rev was one.
+func (u *unreconciledWrites) at(key string, rev statedb.Revision) bool {
+	for i := range u.keys {
+		if u.revs[i] == rev && u.keys[i] == key {
+			return true
+		}
+	}
+	return false
+}
