@@ -37,7 +37,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 	}
 	if o := l.t.order; o != nil {
-		p.orderWhy = func(key string) string { return o.why(l.t.rows[key]) }
+		p.orderWhy = func(key string) string { return o.why(l.t.rows[key], now) }
 		p.heldWhy = func(key string) string { return heldWhy(l.commits.held, l.t.rows[key], now) }
 	}
 	switch {

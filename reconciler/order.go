@@ -108,6 +108,7 @@ type ordering[Obj any] struct {
 	fair     func(Obj) string
 	target   func(Obj) string
 	cap      int
+	maxWait  time.Duration
 	running  map[string]int // operations in flight, by target
 	// The Queued rows by askedAt, and those not attempted yet: the
 	// reports' watermarks (view), which active gives in FIFO mode.
@@ -127,7 +128,7 @@ func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
 		q: order.New(cfg.MaxWait, func(r *request[Obj], gen uint32) bool {
 			return r.gen == gen && r.state == stQueued
 		}),
-		priority: cfg.Priority, fair: cfg.FairnessKey, target: cfg.TargetKey,
+		priority: cfg.Priority, fair: cfg.FairnessKey, target: cfg.TargetKey, maxWait: cfg.MaxWait,
 		cap: cfg.TargetConcurrency, running: map[string]int{},
 	}
 	byAsk := func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt }
@@ -256,15 +257,20 @@ func (o *ordering[Obj]) release(r *request[Obj]) {
 	r.runTarget = ""
 }
 
-// why says where a Queued row waits in the order, for Explain.
-func (o *ordering[Obj]) why(r *request[Obj]) string {
-	prio, class := o.priorityOf(r.obj), classOf(r)
-	switch target := o.targetOf(r.obj); {
-	case o.capped(target):
+// why says where a Queued row waits in the order at now, for Explain.
+func (o *ordering[Obj]) why(r *request[Obj], now time.Time) string {
+	prio, class, target := o.priorityOf(r.obj), classOf(r), o.targetOf(r.obj)
+	if o.capped(target) {
 		return fmt.Sprintf("waiting for target %q at its cap (%d running)", target, o.running[target])
-	case o.q.Ahead(prio, class) > 0:
-		return fmt.Sprintf("waiting behind %d request(s) of higher priority or earlier class (its priority %d)",
-			o.q.Ahead(prio, class), prio)
+	}
+	higher, overdue, late := o.q.Ahead(prio, class, r.since, now, func(x *request[Obj]) bool { return x == r }, o.capped)
+	switch {
+	case late:
+		return fmt.Sprintf("waited past MaxWait (%s): taken before every request that became ready after it; %d that waited longer go first",
+			roundDur(o.maxWait), overdue)
+	case higher > 0 || overdue > 0:
+		return fmt.Sprintf("waiting behind %d request(s) of higher priority or earlier class and %d past MaxWait (its priority %d)",
+			higher, overdue, prio)
 	case o.fair != nil:
 		return fmt.Sprintf("waiting for its turn among fairness keys (priority %d, fairness key %q)", prio, o.fairOf(r.obj))
 	}

@@ -366,3 +366,38 @@ func TestReadAheadJudgesAgainstBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestExplainPastMaxWait: Explain says a row that has waited past MaxWait
+// goes before the later rows of higher priority, and it then does; a
+// row not yet past it is behind them, as counted.
+func TestExplainPastMaxWait(t *testing.T) {
+	const maxWait = 20 * time.Millisecond
+	cfg := reconciler.Config[*testObject]{Priority: prio, MaxWait: maxWait}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		insert(t, f, objs("100ms", "hi-busy")...)
+		insert(t, f, objs("1ms", "hi-next1", "hi-next2")...) // handed out beside it (the lookahead)
+		synctest.Wait()
+		insert(t, f, objs("1ms", "lo-0")...)
+		time.Sleep(time.Millisecond)
+		insert(t, f, objs("1ms", ids("hi-late", 5)...)...)
+		time.Sleep(5 * time.Millisecond)
+		synctest.Wait()
+		e, err := r.Explain(context.Background(), []byte("lo-0"))
+		if err != nil || e.State != reconciler.KeyQueued || !strings.Contains(e.Reason, "waiting behind 5 request(s) of higher priority") {
+			t.Fatalf("Explain(lo-0) before MaxWait = %v: %+v", err, e)
+		}
+		time.Sleep(maxWait)
+		synctest.Wait()
+		e, err = r.Explain(context.Background(), []byte("lo-0"))
+		if err != nil || e.State != reconciler.KeyQueued || !strings.Contains(e.Reason, "waited past MaxWait (20ms)") ||
+			!strings.Contains(e.Reason, "0 that waited longer go first") {
+			t.Fatalf("Explain(lo-0) past MaxWait = %v: %+v", err, e)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		calls := ops.calls()
+		if at := slices.Index(calls, "lo-0"); at != 3 {
+			t.Fatalf("lo-0 ran %dth, want right after what was handed out before it: %v", at, calls)
+		}
+	})
+}

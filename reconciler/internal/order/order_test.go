@@ -208,10 +208,10 @@ func TestOldestAndAhead(t *testing.T) {
 	if want := []string{"1:10s", "0:8s"}; !slices.Equal(got, want) {
 		t.Fatalf("oldest %v, want %v", got, want)
 	}
-	if n := q.Ahead(0, 0); n != 2 {
+	if n, _, _ := q.Ahead(0, 0, t0.Add(3*time.Second), t0.Add(10*time.Second), func(*item) bool { return false }, none); n != 2 {
 		t.Fatalf("%d ahead of priority 0, want 2", n)
 	}
-	if n := q.Ahead(1, 1); n != 1 {
+	if n, _, _ := q.Ahead(1, 1, t0.Add(3*time.Second), t0.Add(10*time.Second), func(*item) bool { return false }, none); n != 1 {
 		t.Fatalf("%d ahead of a priority 1 retry, want the priority 1 change", n)
 	}
 }
@@ -346,3 +346,68 @@ func TestPopReturnsEntryAsPushed(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestAheadAgreesWithPop: what Ahead says goes before an item is what
+// Pop then takes before it, with nothing pushed meanwhile: exactly the
+// count for an overdue item, at least it for another (round-robin within
+// its own level may take some of its peers first), and exactly it when
+// the item is alone in its level.
+func TestAheadAgreesWithPop(t *testing.T) {
+	const maxWait = 50 * time.Millisecond
+	for seed := uint64(1); seed <= 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		q := newQueue(maxWait)
+		t0 := time.Unix(0, 0)
+		var all []*item
+		at := t0
+		for i := range 1 + rng.IntN(40) {
+			it := &item{id: i}
+			at = at.Add(time.Duration(rng.IntN(5)) * time.Millisecond) // pushed as they become ready
+			push(q, it, rng.IntN(3), rng.IntN(2), fmt.Sprint("f", rng.IntN(3)), "", at)
+			all = append(all, it)
+			if rng.IntN(10) == 0 { // taken elsewhere: stale
+				it.ready = false
+			}
+		}
+		now := t0.Add(120 * time.Millisecond)
+		var x *item
+		for _, it := range all {
+			if it.ready && (x == nil || rng.IntN(3) == 0) {
+				x = it
+			}
+		}
+		if x == nil {
+			continue
+		}
+		var xe Entry[*item]
+		for _, l := range q.levels {
+			for _, s := range l.arrivals.items[l.arrivals.head:] {
+				if s.item == x && s.gen == x.gen {
+					xe = q.entry(l, s)
+				}
+			}
+		}
+		higher, overdue, isOverdue := q.Ahead(xe.Priority, xe.Class, xe.At, now, func(it *item) bool { return it == x }, none)
+		alone := 0
+		for _, it := range all {
+			if it.ready && it != x {
+				for _, l := range q.levels {
+					for _, s := range l.arrivals.items[l.arrivals.head:] {
+						if s.item == it && s.gen == it.gen && l.priority == xe.Priority && l.class == xe.Class {
+							alone++
+						}
+					}
+				}
+			}
+		}
+		pos := slices.Index(popAll(q, now, none), x.id)
+		switch {
+		case isOverdue && pos != overdue:
+			t.Fatalf("seed %d: overdue item taken %dth, Ahead said %d go first", seed, pos, overdue)
+		case !isOverdue && pos < higher+overdue:
+			t.Fatalf("seed %d: item taken %dth, Ahead said %d+%d go first", seed, pos, higher, overdue)
+		case !isOverdue && alone == 0 && pos != higher+overdue:
+			t.Fatalf("seed %d: item alone in its level taken %dth, Ahead said %d+%d go first", seed, pos, higher, overdue)
+		}
+	}
+}

@@ -69,19 +69,48 @@ func (q *Queue[T]) OldestAt() (time.Time, bool) {
 	return q.base.Add(at), true
 }
 
-// Ahead counts, for an item of priority and class, the valid items of the
-// levels taken before its own (an upper bound: stale entries behind a
-// level's head are counted too).
-func (q *Queue[T]) Ahead(priority, class int) int {
-	n := 0
-	for _, l := range q.levels {
-		if l.priority < priority || l.priority == priority && l.class >= class {
-			break
-		}
-		q.dropStale(&l.arrivals)
-		n += l.arrivals.len()
+// Ahead counts the items taken before an item of priority and class that
+// became ready at at (self tells its entry), as the queue stands at now:
+// when it has waited maxWait (overdue), the overdue items that waited
+// longer, or as long and are met first (an earlier level, or earlier in
+// its own); else the overdue items (they go first, whatever their level)
+// and those of the levels taken before its own (higher). Items whose
+// targets are capped are not counted among the overdue: they are passed
+// over. It walks the queue, stale entries left out: for Explain, not for
+// the owner's hot path.
+func (q *Queue[T]) Ahead(priority, class int, at, now time.Time, self func(T) bool, capped func(string) bool) (higher, overdue int, isOverdue bool) {
+	if len(q.levels) == 0 {
+		return 0, 0, false
 	}
-	return n
+	cutoff, mine := q.since(now.Add(-q.maxWait)), q.since(at)
+	isOverdue = mine <= cutoff
+	passed := false // the item's own entry has been met: a tie after it goes after it
+	for _, l := range q.levels {
+		before := l.priority > priority || l.priority == priority && l.class < class
+		for _, s := range l.arrivals.items[l.arrivals.head:] {
+			if !q.valid(s.item, s.gen) {
+				continue
+			}
+			if self(s.item) {
+				passed = true
+				continue
+			}
+			switch {
+			case s.at > cutoff || capped(s.tq.target):
+				higher += b2i(before && !isOverdue)
+			case !isOverdue || s.at < mine || s.at == mine && !passed:
+				overdue++
+			}
+		}
+	}
+	return higher, overdue, isOverdue
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Passes reports whether a new item of class 0 with priority and fair
