@@ -236,6 +236,13 @@ func (c *committer[Obj]) ownWrites() {
 	}
 }
 
+// ownWrite reports whether rev, not read yet, is one of this
+// reconciler's status writes (Explain asks; nothing is dropped).
+func (c *committer[Obj]) ownWrite(rev statedb.Revision) bool {
+	c.ownWrites()
+	return c.own.Contains(rev)
+}
+
 // landJob moves on the requests of a commit whose writes are in the
 // table, and reports the round.
 func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {

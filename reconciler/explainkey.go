@@ -35,6 +35,10 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		queuedTask:  l.exec.WaitsForWorker,
 		unreadWhy:   "not read yet: the next round reads it",
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
+		ownWrite:    l.commits.ownWrite,
+	}
+	if l.moreChanges {
+		p.unreadWhy = fmt.Sprintf("not read yet: the reader is behind a backlog, read up to revision %d", l.readTo)
 	}
 	if o := l.t.order; o != nil {
 		p.orderWhy = func(key string) string { return o.why(l.t.rows[key], now) }
@@ -64,6 +68,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 func explainSync[Obj comparable](s *syncLoop[Obj], key string, now time.Time) Explanation {
 	p := explainParts{readTo: s.readTo, initialized: s.initialized, whole: true, timeout: s.cfg.OperationTimeout,
 		retryAt:   s.commits.breaker.NextRetry,
+		ownWrite:  s.commits.ownWrite,
 		unreadWhy: "not read yet: read when the debounce allows, and always by the next Sync",
 		queuedWhy: "waiting for the next Sync (debounce)",
 	}
@@ -109,6 +114,9 @@ type explainParts struct {
 	// heldWhy, in ordered mode, says why a Committing row's status waits
 	// to be written ("": it is being written).
 	heldWhy func(key string) string
+	// ownWrite reports whether the change at a revision not read yet is
+	// one of this reconciler's status writes.
+	ownWrite func(rev statedb.Revision) bool
 }
 
 // explainKey answers Explain for key from the request table t, the
@@ -135,7 +143,9 @@ func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string
 		}
 	case !found:
 		e.State, e.Reason = KeyAbsent, "no object with this key, nothing outstanding (a Delete, if one was due, succeeded)"
-	case rev > p.readTo:
+	case rev > p.readTo && !p.ownWrite(rev):
+		// (A change past the reader that is this reconciler's own status
+		// write, of a key read ahead of a backlog, asks nothing: settled.)
 		e.State, e.Reason, e.Revision = KeyUnread, p.unreadWhy, rev
 	case e.Status.Kind == StatusKindUnset:
 		e.State, e.Reason = KeyUnset, "its status is Unset: it asks nothing of this reconciler"

@@ -401,3 +401,31 @@ func TestExplainPastMaxWait(t *testing.T) {
 		}
 	})
 }
+
+// TestExplainReadAheadDone: a change read ahead of a backlog and
+// reconciled is Done for Explain while the backlog is still being read:
+// the only change of it past the reader is its own status write.
+func TestExplainReadAheadDone(t *testing.T) {
+	slowRead := func(o *testObject) string {
+		if !strings.HasPrefix(o.ID, "hi") {
+			time.Sleep(100 * time.Microsecond)
+		}
+		return ""
+	}
+	cfg := reconciler.Config[*testObject]{Priority: prio, TargetKey: slowRead, TargetConcurrency: 4, RoundSize: 10}
+	inOrderBubble(t, cfg, func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]) {
+		insert(t, f, objs("1ms", ids("lo-", 1000)...)...)
+		time.Sleep(5 * time.Millisecond)
+		insert(t, f, objs("1ms", "hi-0")...)
+		time.Sleep(10 * time.Millisecond) // read ahead and Done; the backlog takes 100ms to read
+		synctest.Wait()
+		e, err := r.Explain(context.Background(), []byte("hi-0"))
+		if err != nil || e.State != reconciler.KeyDone || e.Status.Kind != reconciler.StatusKindDone {
+			t.Fatalf("Explain(hi-0) = %v: %s", err, e)
+		}
+		e, err = r.Explain(context.Background(), []byte("lo-999"))
+		if err != nil || e.State != reconciler.KeyUnread || !strings.Contains(e.Reason, "behind a backlog") {
+			t.Fatalf("Explain(lo-999) = %v: %s", err, e)
+		}
+	})
+}

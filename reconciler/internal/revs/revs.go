@@ -4,7 +4,11 @@
 // their keys.
 package revs
 
-import "sync"
+import (
+	"cmp"
+	"slices"
+	"sync"
+)
 
 // Range is the revisions From to To, both included; empty when To < From.
 type Range struct{ From, To uint64 }
@@ -38,6 +42,14 @@ func (rr *Ranges) Add(r Range) {
 func (rr *Ranges) Has(rev uint64) bool {
 	rr.ReadPast(rev - 1)
 	return rr.head < len(rr.q) && rev >= rr.q[rr.head].From
+}
+
+// Contains reports whether rev is in a range, dropping none: for a look
+// ahead of what has been read (Has drops what is below rev).
+func (rr *Ranges) Contains(rev uint64) bool {
+	q := rr.q[rr.head:]
+	i, _ := slices.BinarySearchFunc(q, rev, func(r Range, rev uint64) int { return cmp.Compare(r.To, rev) })
+	return i < len(q) && q[i].From <= rev
 }
 
 // ReadPast drops the ranges at or below rev: every change up to rev has

@@ -46,3 +46,20 @@ func TestSharedMoveTo(t *testing.T) {
 		t.Fatal("MoveTo handed the same ranges twice")
 	}
 }
+
+// TestContainsDropsNothing: Contains answers for any revision, ahead of
+// what was read too, and a later Has still finds every range.
+func TestContainsDropsNothing(t *testing.T) {
+	var rr Ranges
+	for _, r := range []Range{{10, 12}, {20, 20}, {30, 35}} {
+		rr.Add(r)
+	}
+	for rev, want := range map[uint64]bool{9: false, 10: true, 12: true, 13: false, 20: true, 33: true, 36: false} {
+		if got := rr.Contains(rev); got != want {
+			t.Errorf("Contains(%d) = %v, want %v", rev, got, want)
+		}
+	}
+	if !rr.Has(11) || !rr.Has(20) || !rr.Has(35) {
+		t.Fatal("Has lost a range after Contains")
+	}
+}
