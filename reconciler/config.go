@@ -159,11 +159,14 @@ type Config[Obj any] struct {
 	// on past its deadline hands its worker's place to a new worker (at
 	// most Concurrency such at once), so the other objects keep flowing.
 	// What such an operation can still do: it keeps its key (no other
-	// operation for that object starts until it returns), it may still
-	// change the target, and stopping the hive waits for it to return. A
-	// Prune past its deadline is abandoned: incremental rounds go on
-	// beside it, and the full reconciliation is retried after it returns.
-	// Default, and Off: no timeout.
+	// operation for that object starts until it returns), and it may
+	// still change the target. Stopping the hive waits for an operation
+	// in flight at most OperationTimeout plus 100ms after the stop began
+	// (and never past a little before the stop deadline, with or without
+	// it), then gives up on it, logging which, and returns: its goroutine
+	// ends when it returns. A Prune past its deadline is abandoned:
+	// incremental rounds go on beside it, and the full reconciliation is
+	// retried after it returns. Default, and Off: no timeout.
 	OperationTimeout time.Duration
 
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff of

@@ -73,6 +73,9 @@ type reconciler[Obj comparable] struct {
 	// session is how Explain reaches the loop.
 	session *loopSession
 
+	// stopping learns the hive's stop context (stop.go).
+	stopping stopHook
+
 	// unreconciled remembers the latest unreconciled writes, for Explain
 	// (loop-owned); unreconciledLog paces their log lines.
 	unreconciled    unreconciledWrites

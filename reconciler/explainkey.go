@@ -33,6 +33,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		timeout:     l.cfg.OperationTimeout,
 		retryAt:     l.commits.breaker.NextRetry,
 		queuedTask:  l.exec.WaitsForWorker,
+		taskStarted: l.exec.StartedAt,
 		unreadWhy:   "not read yet: the next round reads it",
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 		ownWrite:    l.commits.ownWrite,
@@ -101,6 +102,9 @@ type explainParts struct {
 	// worker: queuedTask says which).
 	unreadWhy, queuedWhy string
 	queuedTask           func(seq uint64) bool
+	// taskStarted says when a worker started the task of a sequence
+	// number (nil, or false: the row's startedAt).
+	taskStarted func(seq uint64) (time.Time, bool)
 	// orderWhy, in ordered mode, says where the Queued row of a key waits
 	// in the order (nil: queuedWhy).
 	orderWhy func(key string) string
@@ -201,6 +205,11 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 			break
 		}
 		e.State, e.Since, e.Reason = KeyRunning, row.startedAt, op+" in flight"
+		if p.taskStarted != nil {
+			if at, ok := p.taskStarted(row.taskSeq); ok {
+				e.Since = at // when a worker started it, not when it was handed out
+			}
+		}
 		if p.whole {
 			e.Reason = "in the running Sync"
 		}

@@ -103,8 +103,10 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 	timers := &loopTimers{round: clock.Timer{Fine: true}}
 	defer func() {
 		// Workers drop what they have not started and the running
-		// operations see a cancelled context; nothing is committed.
+		// operations see a cancelled context; nothing is committed. One
+		// that ignores its context is waited for only so long (stop.go).
 		l.exec.Close()
+		l.awaitStop(func(wait context.Context) []string { return l.exec.Wait(wait, describeTask[Obj]) })
 		l.commits.pipe.Stop()
 		for _, t := range []*clock.Timer{&timers.round, &timers.retry, &timers.commit, &timers.full, &timers.refresh, &timers.health} {
 			t.Close()
@@ -379,7 +381,8 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 	publish(l.reconciler, l.t, &l.status, l.health, now, reportParts{
 		readTo:      l.readTo,
 		initialized: l.initialized,
-		inFlight:    l.t.executing,
+		inFlight:    l.exec.Executing(),
+		stuck:       l.exec.Stuck(),
 		ownChanged:  l.ownChanged,
 		whole:       health.Whole{Op: "prune", Err: l.full.lastErr},
 		lastRound:   l.commits.lastRound,

@@ -49,7 +49,7 @@ var Results = []Result{ResultOK, ResultError, ResultPanic, ResultTimeout, Result
 type Gauges struct {
 	Failing  int // objects whose last attempt failed (status Error), deletes included
 	Waiting  int // objects picked up whose result is not committed yet
-	InFlight int // operations running now (a batch counts once)
+	InFlight int // operations running now (a batch counts once): at most Concurrency, not those past OperationTimeout
 	Retries  int // objects in the retry queue
 
 	// OldestWaiting is how long the longest-waiting picked-up object has

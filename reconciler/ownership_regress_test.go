@@ -188,7 +188,7 @@ func TestStuckAttemptTakesNoRoundRoom(t *testing.T) {
 	f.insert(t, &testObject{ID: "a", Status: reconciler.StatusPending()})
 	f.waitFor(ctx, t, "a's retry waiting for its stuck attempt", func() bool {
 		s := r.Status()
-		return s.Objects.Error == 1 && s.Retries == 0 && s.Waiting == 1 && s.InFlight == 1
+		return s.Objects.Error == 1 && s.Retries == 0 && s.Waiting == 1 && s.InFlight == 0 && s.Stuck == 1
 	})
 	f.insert(t, &testObject{ID: "b", Status: reconciler.StatusPending()})
 	short, cancel := context.WithTimeout(ctx, 3*time.Second)

@@ -70,7 +70,9 @@
 //     accepts it, and every deleted object gets a successful Delete (or is
 //     removed by the next successful Prune).
 //   - No status is written and no operation started after the hive stops;
-//     operations in flight see a cancelled context.
+//     operations in flight see a cancelled context. Stop returns by its
+//     deadline (with OperationTimeout, within it and 100ms of the stop),
+//     giving up on, and logging, an operation that ignores its context.
 //   - An operation that panics, errs or hangs harms only its own object:
 //     panics are recovered (ErrPanic); past OperationTimeout an attempt
 //     counts as failed (ErrTimeout) whether or not it returns, and a worker
@@ -160,6 +162,9 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 			return nil, err
 		}
 		r.registry, r.regName = p.Registry, id.DisplayName()
+	}
+	if p.Lifecycle != nil {
+		p.Lifecycle.Append(&r.stopping)
 	}
 	p.JobGroup.Add(job.OneShot(r.jobName(), r.run))
 	return r, nil
@@ -360,6 +365,11 @@ type Params struct {
 	// Registry, provided by Cell, makes the reconciler visible to the
 	// reconciler/... script commands.
 	Registry *Registry `optional:"true"`
+
+	// Lifecycle, which the hive provides, tells the reconciler the stop
+	// deadline: a stopping reconciler waits for an operation that ignores
+	// its context until a little before it, and no longer.
+	Lifecycle cell.Lifecycle `optional:"true"`
 }
 
 // Register constructs a reconciler and adds it to the module's job group.

@@ -22,7 +22,8 @@ import (
 type reportParts struct {
 	readTo      statedb.Revision // the last revision read from the change iterator
 	initialized bool
-	inFlight    int             // operations executing (a running Sync counts one)
+	inFlight    int             // operations executing, not past their timeout (a running Sync counts one)
+	stuck       int             // operations past their timeout that still run
 	standby     bool            // a whole-set reconciler that does not lead: nothing is its work
 	ownChanged  <-chan struct{} // the Ownership.Changed channel taken before the owned set was last looked at
 	whole       health.Whole
@@ -47,7 +48,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	v := view(t, p.readTo, now)
 	s := StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
 		Initialized: p.initialized, RecentErrors: recentErrors(h), UpdatedAt: now,
-		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: waiting(t), InFlight: p.inFlight,
+		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: waiting(t), InFlight: p.inFlight, Stuck: p.stuck,
 		LastRound: p.lastRound, LastFull: p.lastFull}
 	if next, ok := t.nextDue(); ok {
 		s.NextRetry = next

@@ -138,8 +138,10 @@ type stopConfig struct {
 func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObject) *stopHarness {
 	t.Helper()
 	f := newFixture(t)
-	if err := f.hive.Start(f.log, context.Background()); err != nil {
-		t.Fatalf("hive start: %s", err)
+	// The reconciler is made before the hive starts, as a cell.Invoke
+	// makes it: it learns the hive's stop deadline.
+	if err := f.hive.Populate(f.log); err != nil {
+		t.Fatalf("hive populate: %s", err)
 	}
 	f.load(objs)
 	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
@@ -157,6 +159,9 @@ func startStopHarness(t *testing.T, ops *stopOps, sc stopConfig, objs []*testObj
 	r, err := reconciler.New(cfg, f.params)
 	if err != nil {
 		t.Fatalf("reconciler.New: %s", err)
+	}
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		t.Fatalf("hive start: %s", err)
 	}
 	return &stopHarness{t: t, f: f, r: r, ops: ops}
 }

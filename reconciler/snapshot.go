@@ -32,11 +32,16 @@ type StatusSnapshot struct {
 	NextRetry time.Time `json:"next-retry,omitzero"`
 
 	// Waiting is the number of objects picked up and not yet committed
-	// (whole set: waiting for the next Sync or in the running one);
-	// InFlight the operations running now (a batch, or a Sync, counts
-	// once).
+	// (whole set: waiting for the next Sync or in the running one),
+	// whether they wait for a worker, run or have their status written.
+	// InFlight is the operations running now (a batch, or a Sync, counts
+	// once): at most Config.Concurrency. Stuck is the operations that ran
+	// past OperationTimeout and still run: counted as failed, their
+	// results discarded when they come, and no other operation on their
+	// keys starts before they return; not in InFlight.
 	Waiting  int `json:"waiting"`
 	InFlight int `json:"in-flight"`
+	Stuck    int `json:"stuck,omitempty"`
 
 	// OldestWaiting is how long the longest-waiting picked-up object has
 	// waited, as of the call to Status: it grows while an operation hangs.

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -45,7 +44,6 @@ type syncLoop[Obj comparable] struct {
 	done      chan *syncRun[Obj] // the running Sync's result; capacity one
 	overdue   chan *syncRun[Obj] // a Sync passed OperationTimeout; capacity one
 	isOverdue bool
-	wg        sync.WaitGroup
 
 	lastStart  time.Time
 	fullWanted bool
@@ -94,7 +92,8 @@ func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) erro
 	watchWrites(s.reconciler, s.t, &s.feed)
 	defer func() {
 		// A running Sync sees a cancelled context; its result is dropped.
-		s.wg.Wait()
+		// One that ignores its context is waited for only so long.
+		s.awaitSync()
 		for _, t := range []*clock.Timer{&s.next, &s.full, &s.healthTimer, &s.readTimer} {
 			t.Disarm()
 		}
@@ -271,9 +270,7 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 	s.firstChange, s.lastChange, s.fullWanted, s.lastStart = time.Time{}, time.Time{}, false, now
 	s.full.Disarm()
 	s.running, s.dirty = run, true
-	s.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
 		// Past OperationTimeout it keeps its place (no second Sync runs
 		// beside it); the signal names its run, so that one that comes
 		// after its result (call returns ErrTimeout then too) fails no
@@ -388,7 +385,8 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		whole.Err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
 	}
 	publish(s.reconciler, s.t, &s.status, s.health, now, reportParts{
-		readTo: s.readTo, initialized: s.initialized, inFlight: b2i(s.running != nil), standby: !s.leading(),
+		readTo: s.readTo, initialized: s.initialized, inFlight: b2i(s.running != nil && !s.isOverdue),
+		stuck: b2i(s.isOverdue), standby: !s.leading(),
 		ownChanged: s.ownChanged, whole: whole, lastRound: s.commits.lastRound, lastFull: s.lastFull,
 		healthTimer: &s.healthTimer,
 	})

@@ -358,17 +358,7 @@ func TestAheadAgreesWithPop(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		q := newQueue(maxWait)
 		t0 := time.Unix(0, 0)
-		var all []*item
-		at := t0
-		for i := range 1 + rng.IntN(40) {
-			it := &item{id: i}
-			at = at.Add(time.Duration(rng.IntN(5)) * time.Millisecond) // pushed as they become ready
-			push(q, it, rng.IntN(3), rng.IntN(2), fmt.Sprint("f", rng.IntN(3)), "", at)
-			all = append(all, it)
-			if rng.IntN(10) == 0 { // taken elsewhere: stale
-				it.ready = false
-			}
-		}
+		all := randomItems(q, rng, t0)
 		now := t0.Add(120 * time.Millisecond)
 		var x *item
 		for _, it := range all {
@@ -379,35 +369,56 @@ func TestAheadAgreesWithPop(t *testing.T) {
 		if x == nil {
 			continue
 		}
-		var xe Entry[*item]
-		for _, l := range q.levels {
-			for _, s := range l.arrivals.items[l.arrivals.head:] {
-				if s.item == x && s.gen == x.gen {
-					xe = q.entry(l, s)
-				}
-			}
-		}
+		xe, peers := entryOf(q, x)
 		higher, overdue, isOverdue := q.Ahead(xe.Priority, xe.Class, xe.At, now, func(it *item) bool { return it == x }, none)
-		alone := 0
-		for _, it := range all {
-			if it.ready && it != x {
-				for _, l := range q.levels {
-					for _, s := range l.arrivals.items[l.arrivals.head:] {
-						if s.item == it && s.gen == it.gen && l.priority == xe.Priority && l.class == xe.Class {
-							alone++
-						}
-					}
-				}
-			}
-		}
 		pos := slices.Index(popAll(q, now, none), x.id)
 		switch {
 		case isOverdue && pos != overdue:
 			t.Fatalf("seed %d: overdue item taken %dth, Ahead said %d go first", seed, pos, overdue)
 		case !isOverdue && pos < higher+overdue:
 			t.Fatalf("seed %d: item taken %dth, Ahead said %d+%d go first", seed, pos, higher, overdue)
-		case !isOverdue && alone == 0 && pos != higher+overdue:
+		case !isOverdue && peers == 0 && pos != higher+overdue:
 			t.Fatalf("seed %d: item alone in its level taken %dth, Ahead said %d+%d go first", seed, pos, higher, overdue)
 		}
 	}
+}
+
+// randomItems pushes up to 40 items of random levels and fairness keys,
+// ready one after the other from t0, a tenth of them stale.
+func randomItems(q *Queue[*item], rng *rand.Rand, t0 time.Time) []*item {
+	var all []*item
+	at := t0
+	for i := range 1 + rng.IntN(40) {
+		it := &item{id: i}
+		at = at.Add(time.Duration(rng.IntN(5)) * time.Millisecond) // pushed as they become ready
+		push(q, it, rng.IntN(3), rng.IntN(2), fmt.Sprint("f", rng.IntN(3)), "", at)
+		all = append(all, it)
+		if rng.IntN(10) == 0 { // taken elsewhere: stale
+			it.ready = false
+		}
+	}
+	return all
+}
+
+// entryOf returns x's entry as queued, and how many other valid items
+// share its level.
+func entryOf(q *Queue[*item], x *item) (e Entry[*item], peers int) {
+	for _, l := range q.levels {
+		for _, s := range l.arrivals.items[l.arrivals.head:] {
+			if s.item == x && s.gen == x.gen {
+				e = q.entry(l, s)
+			}
+		}
+	}
+	for _, l := range q.levels {
+		if l.priority != e.Priority || l.class != e.Class {
+			continue
+		}
+		for _, s := range l.arrivals.items[l.arrivals.head:] {
+			if s.item != x && s.item.ready && s.gen == s.item.gen {
+				peers++
+			}
+		}
+	}
+	return e, peers
 }

@@ -8,6 +8,7 @@ package workers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -41,7 +42,11 @@ type Pool[T, R any] struct {
 	closed    bool
 
 	notify chan struct{} // wakes the owner; capacity one
-	wg     sync.WaitGroup
+	// all are the worker goroutines, abandoned ones included, each with
+	// the task it runs (if any) and since when; gone is closed when,
+	// closed, the last has returned.
+	all  []*worker[T]
+	gone chan struct{}
 	// commitAt is how many results make a round's worth: the owner is
 	// woken for them at once.
 	commitAt int
@@ -68,7 +73,8 @@ type Pool[T, R any] struct {
 // they are handed back at once, the task's own when it returns. commitAt
 // is how many results make a batch worth waking the owner for at once.
 func New[T, R any](max, commitAt int, run func(ctx context.Context, t *T, overrun func(), out []R) []R, overdue func(*T) []R) *Pool[T, R] {
-	e := &Pool[T, R]{max: max, lowWater: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run, overdue: overdue}
+	e := &Pool[T, R]{max: max, lowWater: max, commitAt: commitAt, notify: make(chan struct{}, 1), run: run, overdue: overdue,
+		gone: make(chan struct{})}
 	e.cond.L = &e.mu
 	return e
 }
@@ -92,16 +98,14 @@ func (e *Pool[T, R]) Submit(ctx context.Context, tasks ...T) (seq uint64) {
 	}
 	e.queue = append(e.queue, tasks...)
 	e.running += len(tasks)
-	start := 0
+	var start []*worker[T]
 	for n := len(e.queue) - e.head - e.idle; n > 0 && e.workers < e.max; n-- {
-		e.workers++
-		start++
+		start = append(start, e.spawn())
 	}
-	e.wg.Add(start)
 	wake := min(len(tasks), e.idle)
 	e.mu.Unlock()
-	for range start {
-		go e.worker(ctx)
+	for _, w := range start {
+		go e.worker(ctx, w)
 	}
 	for range wake {
 		e.cond.Signal()
@@ -109,11 +113,33 @@ func (e *Pool[T, R]) Submit(ctx context.Context, tasks ...T) (seq uint64) {
 	return seq
 }
 
-// Executing counts the tasks a worker runs now.
+// Executing counts the tasks a worker runs now, not those abandoned past
+// their deadline (Stuck): at most the pool's size.
 func (e *Pool[T, R]) Executing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.running - (len(e.queue) - e.head)
+	return e.running - (len(e.queue) - e.head) - e.abandoned
+}
+
+// Stuck counts the tasks that ran past their deadline and still run,
+// their workers having left the pool.
+func (e *Pool[T, R]) Stuck() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.abandoned
+}
+
+// StartedAt returns when a worker started the task of sequence number
+// seq, or false when no worker runs it.
+func (e *Pool[T, R]) StartedAt(seq uint64) (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, w := range e.all {
+		if w.busy && w.seq == seq {
+			return w.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Outstanding counts the tasks handed in that have not returned, queued
@@ -142,19 +168,28 @@ func (e *Pool[T, R]) WaitsForWorker(seq uint64) bool {
 	return seq >= e.started && !e.closed
 }
 
+// worker is one worker goroutine's state, as the pool sees it while it
+// runs a task: which (seq, task) and since when.
+type worker[T any] struct {
+	task T
+	seq  uint64
+	at   time.Time
+	busy bool
+	idx  int // in Pool.all
+}
+
 // worker runs tasks until the pool is closed. It holds the mutex
 // once per task: to hand back one task's results and take the next.
-func (e *Pool[T, R]) worker(ctx context.Context) {
-	defer e.wg.Done()
+func (e *Pool[T, R]) worker(ctx context.Context, w *worker[T]) {
 	var (
 		buf       []R
-		t         T
 		handedOff bool
 	)
 	// One callback for the worker's life, not one per task: overrun is
 	// called (if at all) before run returns, on the timer's goroutine.
-	overrun := func() { handedOff = e.overrun(ctx, &t) }
+	overrun := func() { handedOff = e.overrun(ctx, &w.task) }
 	e.mu.Lock()
+	defer e.leave(w)
 	for {
 		for e.head == len(e.queue) && !e.closed {
 			e.idle++
@@ -163,12 +198,11 @@ func (e *Pool[T, R]) worker(ctx context.Context) {
 		}
 		if e.closed {
 			e.workers--
-			e.mu.Unlock()
 			return
 		}
-		t = e.queue[e.head]
-		e.started++
 		var zero T
+		w.task, w.seq, w.at, w.busy = e.queue[e.head], e.started, time.Now(), true
+		e.started++
 		e.queue[e.head] = zero
 		if e.head++; e.head == len(e.queue) {
 			e.queue, e.head = e.queue[:0], 0
@@ -177,19 +211,40 @@ func (e *Pool[T, R]) worker(ctx context.Context) {
 
 		handedOff = false
 		if ctx.Err() == nil { // stopping: start nothing new
-			buf = e.run(ctx, &t, overrun, buf[:0])
+			buf = e.run(ctx, &w.task, overrun, buf[:0])
 		}
-		t = zero
 
 		e.mu.Lock()
+		w.task, w.busy = zero, false // under the mutex: Close may be reading it
 		e.finish(buf, handedOff)
 		clear(buf)
 		buf = buf[:0]
 		if handedOff {
-			e.mu.Unlock()
 			return
 		}
 	}
+}
+
+// spawn makes a worker of the pool, to be started as a goroutine. Called
+// with mu held.
+func (e *Pool[T, R]) spawn() *worker[T] {
+	e.workers++
+	w := &worker[T]{idx: len(e.all)}
+	e.all = append(e.all, w)
+	return w
+}
+
+// leave records, with the mutex held, that w's goroutine returns, and
+// releases the mutex.
+func (e *Pool[T, R]) leave(w *worker[T]) {
+	last := len(e.all) - 1
+	e.all[w.idx], e.all[last].idx = e.all[last], w.idx
+	e.all[last] = nil
+	e.all = e.all[:last]
+	if len(e.all) == 0 && e.closed {
+		close(e.gone)
+	}
+	e.mu.Unlock()
 }
 
 // overrun is called when t's deadline passed and its operation has not
@@ -207,10 +262,8 @@ func (e *Pool[T, R]) overrun(ctx context.Context, t *T) bool {
 	if left {
 		e.abandoned++
 		e.workers--
-		if len(e.queue)-e.head > e.idle {
-			e.workers++
-			e.wg.Add(1)
-			go e.worker(ctx)
+		if len(e.queue)-e.head > e.idle && !e.closed {
+			go e.worker(ctx, e.spawn())
 		}
 	}
 	e.post(overdue, true)
@@ -288,14 +341,37 @@ func (e *Pool[T, R]) Take(buf []R) []R {
 }
 
 // Close stops the workers once they return; tasks not started are
-// dropped. It waits for every worker, abandoned ones included.
+// dropped. Wait waits for them.
 func (e *Pool[T, R]) Close() {
 	e.mu.Lock()
+	if !e.closed && len(e.all) == 0 {
+		close(e.gone) // else the last worker to return closes it
+	}
 	e.closed = true
 	e.queue, e.head = nil, 0
 	e.cond.Broadcast()
 	e.mu.Unlock()
-	e.wg.Wait()
+}
+
+// Wait waits, once the pool is closed, for every worker to return,
+// abandoned ones included, until wait ends: then it returns what
+// describe says of each task still running (nil when none is).
+func (e *Pool[T, R]) Wait(wait context.Context, describe func(t *T, running time.Duration) string) []string {
+	select {
+	case <-e.gone:
+		return nil
+	case <-wait.Done():
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var left []string
+	for _, w := range e.all {
+		if w.busy {
+			left = append(left, describe(&w.task, time.Since(w.at)))
+		}
+	}
+	slices.Sort(left)
+	return left
 }
 
 // Notify is the channel that wakes the owner when it has results to take.

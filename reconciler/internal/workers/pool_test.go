@@ -65,11 +65,23 @@ func take(t *testing.T, p *Pool[task, result], n int) []result {
 	return got
 }
 
+// closeNow closes p, waiting for every worker.
+func closeNow(p *Pool[task, result]) {
+	p.Close()
+	if left := p.Wait(context.Background(), describe); left != nil {
+		panic(fmt.Sprint("Close without a bound gave up on ", left))
+	}
+}
+
+func describe(t *task, running time.Duration) string {
+	return fmt.Sprintf("task %d, %v", t.id, running)
+}
+
 // TestPoolRunsEveryTask: every task submitted runs once, with sequence
 // numbers in submission order, on at most max workers.
 func TestPoolRunsEveryTask(t *testing.T) {
 	p := newTestPool(3)
-	defer p.Close()
+	defer closeNow(p)
 	var tasks []task
 	for i := range 50 {
 		tasks = append(tasks, task{id: i})
@@ -105,7 +117,7 @@ func TestPoolReplacesOverrunWorker(t *testing.T) {
 	}
 	var closed sync.WaitGroup
 	closed.Add(1)
-	go func() { defer closed.Done(); p.Close() }()
+	go func() { defer closed.Done(); closeNow(p) }()
 	close(hung.block) // Close returns only once the hung task has
 	closed.Wait()
 }
@@ -113,7 +125,7 @@ func TestPoolReplacesOverrunWorker(t *testing.T) {
 // TestPoolWaitsForWorker: with the one worker held, the next task waits.
 func TestPoolWaitsForWorker(t *testing.T) {
 	p := newTestPool(1)
-	defer p.Close()
+	defer closeNow(p)
 	held := task{id: 0, block: make(chan struct{})}
 	p.Submit(context.Background(), held)
 	seq := p.Submit(context.Background(), task{id: 1})
@@ -182,5 +194,65 @@ func testPoolOrdered(t *testing.T, ordered bool) {
 	close(held[1].block)
 	close(held[2].block)
 	take(t, p, 5)
-	p.Close()
+	closeNow(p)
+}
+
+// TestPoolCountsRunningOnly: Executing counts what workers run, not what
+// waits for a worker nor what was abandoned past its deadline (Stuck);
+// StartedAt says when a worker took a task, not when it was submitted.
+func TestPoolCountsRunningOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newTestPool(1)
+		defer closeNow(p)
+		held := task{id: 0, block: make(chan struct{})}
+		p.Submit(context.Background(), held)
+		seq := p.Submit(context.Background(), task{id: 1}, task{id: 2}, task{id: 3})
+		synctest.Wait()
+		if n := p.Executing(); n != 1 {
+			t.Fatalf("Executing() = %d with one worker held and three tasks queued, want 1", n)
+		}
+		if _, ok := p.StartedAt(seq); ok {
+			t.Fatal("StartedAt says a queued task started")
+		}
+		time.Sleep(time.Second)
+		close(held.block)
+		synctest.Wait()
+		take(t, p, 4)
+		hung := task{id: 4, block: make(chan struct{}), overran: make(chan struct{}), started: make(chan struct{})}
+		submitted := time.Now()
+		time.Sleep(time.Second)
+		s := p.Submit(context.Background(), hung)
+		<-hung.started
+		if at, ok := p.StartedAt(s); !ok || !at.Equal(submitted.Add(time.Second)) {
+			t.Fatalf("StartedAt = %v %v, want when a worker took it", at, ok)
+		}
+		<-hung.overran
+		take(t, p, 1)
+		if n, stuck := p.Executing(), p.Stuck(); n != 0 || stuck != 1 {
+			t.Fatalf("Executing() = %d, Stuck() = %d with the one task abandoned, want 0 and 1", n, stuck)
+		}
+		close(hung.block)
+	})
+}
+
+// TestPoolCloseGivesUp: Wait waits for a task that ignores its context
+// only until its wait ends, then says which it gave up on; the worker
+// still returns when the task does.
+func TestPoolCloseGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newTestPool(2)
+		hung := task{id: 7, block: make(chan struct{}), started: make(chan struct{})}
+		p.Submit(context.Background(), hung, task{id: 8})
+		<-hung.started
+		wait, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		p.Close()
+		left := p.Wait(wait, describe)
+		if d := time.Since(start); d != 5*time.Second || len(left) != 1 || left[0] != "task 7, 5s" {
+			t.Fatalf("Close returned after %v with %v, want after 5s with task 7 running 5s", d, left)
+		}
+		close(hung.block)
+		synctest.Wait() // the worker returns: the bubble ends with no goroutine left
+	})
 }

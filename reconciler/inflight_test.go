@@ -1,0 +1,101 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// gaugeRecorder keeps the latest gauges a reconciler reported.
+type gaugeRecorder struct {
+	reconciler.NopMetrics
+	mu     sync.Mutex
+	gauges reconciler.Gauges
+}
+
+func (m *gaugeRecorder) Reconciler(reconciler.ReconcilerID) reconciler.ReconcilerMetrics { return m }
+
+func (m *gaugeRecorder) Gauges(g reconciler.Gauges) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gauges = g
+}
+
+// batchOf runs a batch's entries one after the other on its Operations.
+type batchOf struct {
+	reconciler.Operations[*testObject]
+}
+
+func (b batchOf) UpdateBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
+	eachEntry(ctx, txn, batch, b.Update)
+}
+
+func (b batchOf) DeleteBatch(ctx context.Context, txn statedb.ReadTxn, batch []reconciler.BatchEntry[*testObject]) {
+	eachEntry(ctx, txn, batch, b.Delete)
+}
+
+// TestInFlightIsRunning: InFlight, in Status() and in the gauges, counts
+// the operations running, at most Concurrency, not the work handed out
+// and waiting for a worker (that is in Waiting).
+func TestInFlightIsRunning(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprint("batch=", batch), func(t *testing.T) {
+			rec := &gaugeRecorder{}
+			sleepy := &sleepyOps{d: time.Hour}
+			inBubble(t,
+				func(cfg *reconciler.Config[*testObject]) {
+					cfg.Concurrency, cfg.Metrics = 1, rec
+					sleepy.Operations = cfg.Operations
+					cfg.Operations = sleepy
+					if batch {
+						cfg.BatchOperations = batchOf{sleepy}
+					}
+				},
+				func(f *fixture, ops *timedOps) {
+					for i := range 20 {
+						insert(t, f, pendingObject(fmt.Sprintf("k%02d", i), "v"))
+						time.Sleep(time.Millisecond) // each its own round: with batches, 20 batches
+					}
+					synctest.Wait()
+					r, _ := f.reconciler("")
+					s := r.Status()
+					rec.mu.Lock()
+					g := rec.gauges
+					rec.mu.Unlock()
+					if s.InFlight != 1 || g.InFlight != 1 || s.Waiting != 20 {
+						t.Fatalf("Status().InFlight %d, gauge %d, Waiting %d with one operation hung and 19 behind it: want 1, 1 and 20",
+							s.InFlight, g.InFlight, s.Waiting)
+					}
+				})
+		})
+	}
+}
+
+// TestExplainRunningSince: Explain's Since for a Running key is when its
+// operation started on a worker, not when it was handed out.
+func TestExplainRunningSince(t *testing.T) {
+	sleepy := &sleepyOps{d: 5 * time.Millisecond}
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			sleepy.Operations = cfg.Operations
+			cfg.Operations = sleepy
+		},
+		func(f *fixture, ops *timedOps) {
+			start := time.Now()
+			insert(t, f, pendingObject("a", "v"), pendingObject("b", "v"), pendingObject("c", "v"))
+			time.Sleep(11 * time.Millisecond) // c's Update started at 10ms
+			synctest.Wait()
+			r, _ := f.reconciler("")
+			e, err := r.Explain(context.Background(), []byte("c"))
+			if err != nil || e.State != reconciler.KeyRunning || e.Since.Sub(start) != 10*time.Millisecond {
+				t.Fatalf("Explain(c) = %v: %s, Since %v after the write: want Running since its Update started, 10ms", err, e, e.Since.Sub(start))
+			}
+		})
+}
