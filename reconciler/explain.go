@@ -24,9 +24,10 @@ const (
 	// outstanding for it.
 	KeyDone KeyState = iota
 	// KeyAbsent: no object with this key and nothing outstanding. Its
-	// Delete succeeded, or it was never reconciled here. Compare
-	// Explanation.ReadTo with the revision of the delete to know the
-	// reconciler has read it.
+	// Delete succeeded (then Explanation.Deleted is set and Since says
+	// when, for the reconciler's latest 256 deletes), or it was never
+	// reconciled here. Compare Explanation.ReadTo with the revision of
+	// the delete to know the reconciler has read it.
 	KeyAbsent
 	// KeyUnread: the table holds a change of the key the reconciler has
 	// not read yet (no room in a round, rounds paced, suspended, or the
@@ -123,8 +124,9 @@ type Explanation struct {
 	// failure(s)", "breaker open", "waiting for room in a round", ...
 	Reason string `json:"reason,omitempty"`
 
-	// Deleted is set when the work outstanding (or last done) for the key
-	// is a Delete.
+	// Deleted is set when the work outstanding for the key is a Delete,
+	// or, for a key absent from the table, when its Delete succeeded (one
+	// of the reconciler's latest 256: Since is when).
 	Deleted bool `json:"deleted,omitempty"`
 	// InTable is set when the table holds an object with the key; Status
 	// is this reconciler's status in it (zero when absent).

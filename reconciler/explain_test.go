@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/converge-go/converge/internal/fake"
@@ -298,4 +299,29 @@ func TestExplainNotRunning(t *testing.T) {
 	if _, err := r.Explain(context.Background(), []byte("a")); !errors.Is(err, reconciler.ErrNotRunning) {
 		t.Fatalf("after stop: %v, want ErrNotRunning", err)
 	}
+}
+
+// TestExplainDeletedKey: a key whose Delete succeeded is Absent with
+// Deleted set and Since the moment its Delete was committed; one never
+// seen is Absent without it.
+func TestExplainDeletedKey(t *testing.T) {
+	inBubble(t, func(*reconciler.Config[*testObject]) {}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("route", "v"))
+		synctest.Wait()
+		time.Sleep(time.Second)
+		deletedAt := time.Now()
+		wtxn := f.db.WriteTxn(f.table)
+		f.table.Delete(wtxn, &testObject{ID: "route"})
+		wtxn.Commit()
+		synctest.Wait()
+		r, _ := f.reconciler("")
+		e, err := r.Explain(context.Background(), []byte("route"))
+		if err != nil || e.State != reconciler.KeyAbsent || !e.Deleted || !e.Since.Equal(deletedAt) || !strings.Contains(e.Reason, "Delete succeeded") {
+			t.Fatalf("Explain(route) after its Delete = %v: %+v, want Absent, Deleted, since %v", err, e, deletedAt)
+		}
+		e, err = r.Explain(context.Background(), []byte("never"))
+		if err != nil || e.State != reconciler.KeyAbsent || e.Deleted || !e.Since.IsZero() {
+			t.Fatalf("Explain(never) = %v: %+v, want Absent, not deleted", err, e)
+		}
+	})
 }

@@ -147,6 +147,10 @@ func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string
 		}
 	case !found:
 		e.State, e.Reason = KeyAbsent, "no object with this key, nothing outstanding (a Delete, if one was due, succeeded)"
+		if at, drev, ok := r.deleted.find(key); ok {
+			e.Deleted, e.Since = true, at
+			e.Reason = fmt.Sprintf("deleted: its Delete succeeded (the delete at revision %d)", drev)
+		}
 	case rev > p.readTo && !p.ownWrite(rev):
 		// (A change past the reader that is this reconciler's own status
 		// write, of a key read ahead of a backlog, asks nothing: settled.)
@@ -290,4 +294,34 @@ func (u *unreconciledWrites) at(key string, rev statedb.Revision) bool {
 		}
 	}
 	return false
+}
+
+// recentDeletes are the latest successful deletes: a ring Explain looks
+// in, so that a key deleted here is told from one never seen.
+type recentDeletes struct {
+	keys [recentDeletesKept]string
+	revs [recentDeletesKept]statedb.Revision
+	at   [recentDeletesKept]time.Time
+	next int
+}
+
+// recentDeletesKept is how many deletes Explain remembers (the doc of
+// Explanation.Deleted says it).
+const recentDeletesKept = 256
+
+func (d *recentDeletes) add(key string, rev statedb.Revision, at time.Time) {
+	d.keys[d.next], d.revs[d.next], d.at[d.next] = string([]byte(key)), rev, at // a copy: key views the object's bytes
+	d.next = (d.next + 1) % recentDeletesKept
+}
+
+// find returns when key's latest remembered Delete succeeded, and the
+// revision of its delete.
+func (d *recentDeletes) find(key string) (time.Time, statedb.Revision, bool) {
+	for i := range recentDeletesKept {
+		j := (d.next - 1 - i + 2*recentDeletesKept) % recentDeletesKept // newest first
+		if d.keys[j] == key && !d.at[j].IsZero() {
+			return d.at[j], d.revs[j], true
+		}
+	}
+	return time.Time{}, 0, false
 }
