@@ -92,6 +92,7 @@ func (r *reconciler[Obj]) run(ctx context.Context, health cell.Health) error {
 	sess := r.session
 	sess.started.Store(true)
 	defer close(sess.done)
+	defer r.enlist()()
 	if r.cfg.SyncOperations != nil {
 		return newSyncLoop(r, health).run(ctx, sess.ask)
 	}

@@ -31,6 +31,9 @@ type fullState[Obj comparable] struct {
 	since   time.Time // when the current one began waiting for in-flight work
 	lastErr error     // the last prune's error, reported in health
 	last    FullInfo
+	// snapRev is the revision of the awaited prune's snapshot; prunedTo
+	// that of the latest that succeeded (WaitUntilPruned).
+	snapRev, prunedTo statedb.Revision
 	// postponed is set while operations past their timeout still run: a
 	// prune waits for them rather than run beside them, and the other
 	// objects keep flowing meanwhile.
@@ -84,6 +87,7 @@ func (f *fullState[Obj]) step(ctx context.Context, now time.Time, fd *feed[Obj],
 	f.attempt = f.t.lastAttempt
 	timer.Disarm()
 	t := task[Obj]{op: OpPrune, txn: f.db.ReadTxn(), attempt: f.attempt}
+	f.snapRev = f.cfg.Table.Revision(t.txn)
 	if f.cfg.Ownership != nil {
 		// The worker reads it while the loop goes on: a copy. A prune
 		// walks the table anyway.
@@ -163,6 +167,7 @@ func (f *fullState[Obj]) done(res *result[Obj], now time.Time, timer *clock.Time
 		f.log.Debug("Prune skipped: this replica does not hold the claim of the whole set")
 	default:
 		f.settleFailedDeletes()
+		f.prunedTo = f.snapRev
 	}
 	if f.cfg.FullReconciliationInterval != Off {
 		timer.Arm(f.cfg.FullReconciliationInterval)

@@ -387,6 +387,7 @@ func (l *loop[Obj]) report(now time.Time, ts *loopTimers) {
 		whole:       health.Whole{Op: "prune", Err: l.full.lastErr},
 		lastRound:   l.commits.lastRound,
 		lastFull:    l.full.last,
+		prunedTo:    l.full.prunedTo,
 		healthTimer: &ts.health,
 	})
 }

@@ -101,7 +101,6 @@ package reconciler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -211,31 +210,6 @@ func (r *reconciler[Obj]) poke() {
 	}
 }
 
-// WaitUntilReconciled implements Reconciler.
-func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
-	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool { return v.reconciled >= rev })
-	if err != nil && v.blocked != nil && errors.Is(err, v.blocked) {
-		err = fmt.Errorf("%s: %w", r.id.DisplayName(), err)
-	}
-	return v.reconciled, v.retryLow, err
-}
-
-// WaitUntilSettled implements Reconciler.
-func (r *reconciler[Obj]) WaitUntilSettled(ctx context.Context, rev statedb.Revision) error {
-	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool {
-		return v.reconciled >= rev && v.retryLow > rev
-	})
-	if err != nil {
-		return fmt.Errorf("%s not settled: %s: %w", r.id.DisplayName(), v.describe(rev), err)
-	}
-	return nil
-}
-
-// waitSettled waits until every change made before the call has settled.
-func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
-	return r.WaitUntilSettled(ctx, r.cfg.Table.Revision(r.db.ReadTxn()))
-}
-
 // Explain implements Reconciler.
 func (r *reconciler[Obj]) Explain(ctx context.Context, key []byte) (Explanation, error) {
 	sess := r.session
@@ -312,8 +286,11 @@ type Reconciler[Obj any] interface {
 	Status() StatusSnapshot
 
 	// WaitUntilReconciled blocks until every change to the table up to rev
-	// has been attempted at least once, or ctx ends (then it returns
-	// ctx.Err()). It returns the revision up to which changes have been
+	// has been attempted at least once, or ctx ends: then it returns an
+	// error wrapping ctx.Err() that names the oldest change outstanding
+	// and where its key stands (as Explain says). A misconfiguration that
+	// keeps objects from being reconciled is returned at once (wrapping
+	// ErrInvalidConfig). It returns the revision up to which changes have been
 	// attempted and the retry low watermark: the lowest revision of a change
 	// that failed and waits for a retry, or reconciled+1 when nothing waits.
 	// Everything up to rev reconciled successfully when reconciled >= rev
@@ -323,10 +300,25 @@ type Reconciler[Obj any] interface {
 	// WaitUntilSettled blocks until every change up to rev has settled:
 	// reconciled successfully, or given up on (a Permanent error, or
 	// MaxRetries spent), with no retry pending for it. Deletes included.
-	// It returns an error wrapping ctx.Err() if ctx ends first. Tests use
+	// If ctx ends first it returns an error wrapping ctx.Err() that names
+	// the oldest change outstanding, its failures and last error, and
+	// where its key stands (as Explain says); a misconfiguration that keeps
+	// objects from being reconciled is returned at once (wrapping
+	// ErrInvalidConfig). Tests use
 	// it after changing the table: table.Revision(db.ReadTxn()) is the
 	// revision to wait for.
 	WaitUntilSettled(ctx context.Context, rev statedb.Revision) error
+
+	// WaitUntilPruned blocks until a full reconciliation's Prune (whole
+	// set: a Sync) has succeeded that saw every change up to rev: the
+	// target has been rid of what was not desired then. A Prune this
+	// replica skipped (another holds the whole set's claim) does not
+	// count. If ctx ends first it returns an error wrapping ctx.Err() that
+	// says how far pruning got, and why when the last Prune failed; a
+	// misconfiguration is returned at once. Tests use it with
+	// TriggerFullReconciliation, or to wait for the first Prune after
+	// start.
+	WaitUntilPruned(ctx context.Context, rev statedb.Revision) error
 
 	// Explain says where the object with primary key key stands for this
 	// reconciler, and why it is not Done: its KeyState and since when,

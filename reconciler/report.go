@@ -29,6 +29,7 @@ type reportParts struct {
 	whole       health.Whole
 	lastRound   RoundInfo
 	lastFull    FullInfo
+	prunedTo    statedb.Revision // the snapshot of the latest successful Prune or Sync
 	healthTimer *clock.Timer
 }
 
@@ -63,12 +64,12 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	progress := progressOf(t, v)
 	gauges := Gauges{Failing: t.failing, Waiting: waiting(t), InFlight: p.inFlight, Retries: t.byDue.Len(),
 		OldestWaiting: max(now.Sub(v.oldestPicked), 0)}
-	progress.ownChanged = p.ownChanged
+	progress.ownChanged, progress.prunedTo = p.ownChanged, p.prunedTo
 	if p.standby {
 		// Kept warm for a takeover, but no one's work here.
 		s.Objects = ObjectCounts{Unowned: objects}
 		s.FailingDeletes, s.Retries, s.NextRetry, s.Waiting, s.oldestSince = 0, 0, time.Time{}, 0, time.Time{}
-		progress = progressValues{reconciled: p.readTo, retryLow: p.readTo + 1, ownChanged: p.ownChanged}
+		progress = progressValues{reconciled: p.readTo, retryLow: p.readTo + 1, ownChanged: p.ownChanged, prunedTo: p.prunedTo}
 		gauges = Gauges{InFlight: p.inFlight}
 	}
 	// The snapshot before the progress, the progress before the gauges:
@@ -157,7 +158,7 @@ func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
 		case o.state == stCommitting:
 			what = "status being written"
 		}
-		p.oldest = oldestRequest{key: printableKey(o.key), what: what, err: o.err, attempts: o.attempts}
+		p.oldest = oldestRequest{key: printableKey(o.key), what: what, err: o.err, attempts: o.attempts, raw: o.key}
 	}
 	return p
 }

@@ -40,6 +40,7 @@ type syncLoop[Obj comparable] struct {
 	synced                  bool
 	firstChange, lastChange time.Time
 
+	prunedTo  statedb.Revision // the snapshot of the latest Sync that succeeded
 	running   *syncRun[Obj]
 	done      chan *syncRun[Obj] // the running Sync's result; capacity one
 	overdue   chan *syncRun[Obj] // a Sync passed OperationTimeout; capacity one
@@ -324,6 +325,9 @@ func (s *syncLoop[Obj]) settleRun(ctx context.Context, run *syncRun[Obj], err er
 		s.lastFull = FullInfo{At: now, Duration: now.Sub(run.start), Error: errString(whole)}
 	}
 	s.wholeOutcome(whole)
+	if whole == nil {
+		s.prunedTo = s.cfg.Table.Revision(run.txn)
+	}
 	outcomes := make([]outcome[Obj], 0, len(mine))
 	for _, r := range mine {
 		o := outcome[Obj]{r: r, op: OpSync, attempt: run.id, err: whole, rev: r.rev}
@@ -385,7 +389,7 @@ func (s *syncLoop[Obj]) report(now time.Time) {
 		whole.Err = fmt.Errorf("%w: still running after %s", ErrTimeout, s.cfg.OperationTimeout)
 	}
 	publish(s.reconciler, s.t, &s.status, s.health, now, reportParts{
-		readTo: s.readTo, initialized: s.initialized, inFlight: b2i(s.running != nil && !s.isOverdue),
+		readTo: s.readTo, initialized: s.initialized, prunedTo: s.prunedTo, inFlight: b2i(s.running != nil && !s.isOverdue),
 		stuck: b2i(s.isOverdue), standby: !s.leading(),
 		ownChanged: s.ownChanged, whole: whole, lastRound: s.commits.lastRound, lastFull: s.lastFull,
 		healthTimer: &s.healthTimer,

@@ -2,56 +2,167 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/cilium/statedb"
 )
 
 // WaitForReconciliation blocks until the table is initialized and no object
-// in it is Pending, Refreshing or Error, or until ctx ends (then it returns
-// ctx.Err()). An Unset object asks nothing and is not waited for.
-// statusIndex is the table's status index for the reconciler of interest
-// (index.NewStatusIndex).
+// in it is Pending, Refreshing or Error, or until ctx ends. An Unset object
+// asks nothing and is not waited for. statusIndex is the table's status
+// index for the reconciler of interest (index.NewStatusIndex), which the
+// table must have been made with (statedb.NewTable(db, name, primary,
+// statusIndex)): without it the wait fails at once, saying so.
+//
+// It returns at once, with an error wrapping ErrInvalidConfig, when a
+// misconfiguration keeps a reconciler of the table from reconciling
+// objects (a CloneObject that returns its argument, say): those objects
+// would never be Done. When ctx ends first it returns an error wrapping
+// ctx.Err() that names the first object not Done and says why it is not,
+// as the reconciler explains it (Reconciler.Explain): failing and retried,
+// given up on, in flight, not read yet. An object given up on (a Permanent
+// error, MaxRetries spent) is never Done until it changes: to wait for
+// every change to be attempted or given up on, use
+// Reconciler.WaitUntilSettled.
 //
 // It is meant for tests and for start-up ordering ("do not serve until the
 // routes are in"). It looks only at the first object of each non-Done kind
 // and sleeps on the index's watch channels: no polling, no scans. Deletes
-// leave no object behind to look at; use Reconciler.WaitUntilReconciled to
+// leave no object behind to look at; use Reconciler.WaitUntilSettled to
 // wait for those.
 func WaitForReconciliation[Obj any](ctx context.Context, db *statedb.DB, table statedb.Table[Obj], statusIndex statedb.Index[Obj, StatusKind]) error {
-	notDone := [...]StatusKind{StatusKindPending, StatusKindRefreshing, StatusKindError}
+	if !slices.Contains(table.Indexes(), statusIndex.Name) {
+		return fmt.Errorf("%w: WaitForReconciliation: table %q has no index %q: make the table with it, "+
+			"statedb.NewTable(db, %q, primaryIndex, statusIndex)", ErrInvalidConfig, table.Name(), statusIndex.Name, table.Name())
+	}
 	for {
-		txn := db.ReadTxn()
-		var watch <-chan struct{}
-		if ok, w := table.Initialized(txn); !ok {
-			watch = w
-		} else {
-			for _, kind := range notDone {
-				objs, w := table.ListWatch(txn, statusIndex.Query(kind))
-				if nonEmpty(objs) {
-					watch = w
-					break
-				}
-			}
+		rs := runningOn(db, table.Name())
+		published, err := misconfigured(rs)
+		if err != nil {
+			return err
 		}
+		txn := db.ReadTxn()
+		first, kind, watch := firstNotDone(txn, table, statusIndex)
 		if watch == nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-watch:
+		if waitAny(ctx, append(published, watch)...) {
+			return notDoneError(ctx, txn, table, runningOn(db, table.Name()), first, kind)
 		}
 	}
 }
 
-// nonEmpty reports whether seq yields at least one object.
-func nonEmpty[Obj any](seq func(func(Obj, statedb.Revision) bool)) bool {
-	for range seq {
-		return true
+// firstNotDone returns the first object not Done and its kind, with the
+// watch channel that closes when that changes; before the table is
+// initialized, the initialization's channel and no object. A nil watch
+// means everything is Done.
+func firstNotDone[Obj any](txn statedb.ReadTxn, table statedb.Table[Obj], statusIndex statedb.Index[Obj, StatusKind]) (obj Obj, kind StatusKind, watch <-chan struct{}) {
+	if ok, w := table.Initialized(txn); !ok {
+		return obj, kind, w
 	}
-	return false
+	for _, kind := range [...]StatusKind{StatusKindPending, StatusKindRefreshing, StatusKindError} {
+		objs, w := table.ListWatch(txn, statusIndex.Query(kind))
+		for o := range objs {
+			return o, kind, w
+		}
+	}
+	return obj, kind, nil
+}
+
+// notDoneError says what WaitForReconciliation waited for when ctx ended.
+func notDoneError[Obj any](ctx context.Context, txn statedb.ReadTxn, table statedb.Table[Obj], rs []runningReconciler, obj Obj, kind StatusKind) error {
+	if ok, _ := table.Initialized(txn); !ok {
+		return fmt.Errorf("waiting for table %q: not initialized (pending initializers: %s): %w",
+			table.Name(), strings.Join(table.PendingInitializers(txn), ", "), ctx.Err())
+	}
+	k, _ := table.PrimaryIndexer().ObjectToKey(obj)
+	what := fmt.Sprintf("%s is %s", printableKey(string(k)), kind)
+	found := false
+	for _, r := range rs {
+		if st, ok := r.statusIn(obj); ok && st.Kind == kind {
+			if st.Error != "" {
+				what += ": " + trimMessage(st.Error)
+			}
+			if why := explainBriefly(ctx, r, k); why != "" {
+				what += "; " + r.displayName() + " says " + why
+			}
+			found = true
+			break
+		}
+	}
+	if !found {
+		what += fmt.Sprintf("; no reconciler of table %q whose status that is runs in this process", table.Name())
+	}
+	return fmt.Errorf("waiting for table %q: %s (the first object not Done): %w", table.Name(), what, ctx.Err())
+}
+
+// trimMessage cuts an error message for a wait's error: the status keeps
+// it whole.
+func trimMessage(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	return s[:max] + "..."
+}
+
+// wrapName puts a reconciler's name before err.
+func wrapName(name string, err error) error { return fmt.Errorf("%s: %w", name, err) }
+
+// WaitUntilReconciled implements Reconciler.
+func (r *reconciler[Obj]) WaitUntilReconciled(ctx context.Context, rev statedb.Revision) (statedb.Revision, statedb.Revision, error) {
+	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool { return v.reconciled >= rev })
+	if err != nil {
+		err = r.waitError(ctx, "not reconciled", v, rev, err)
+	}
+	return v.reconciled, v.retryLow, err
+}
+
+// WaitUntilSettled implements Reconciler.
+func (r *reconciler[Obj]) WaitUntilSettled(ctx context.Context, rev statedb.Revision) error {
+	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool {
+		return v.reconciled >= rev && v.retryLow > rev
+	})
+	if err != nil {
+		return r.waitError(ctx, "not settled", v, rev, err)
+	}
+	return nil
+}
+
+// WaitUntilPruned implements Reconciler.
+func (r *reconciler[Obj]) WaitUntilPruned(ctx context.Context, rev statedb.Revision) error {
+	v, err := r.progress.waitUntil(ctx, func(v progressValues) bool { return v.prunedTo >= rev })
+	if err == nil {
+		return nil
+	}
+	last := ""
+	if s := r.Status(); s.LastFull.Error != "" {
+		last = "; the last full reconciliation failed: " + s.LastFull.Error
+	}
+	return fmt.Errorf("%s not pruned: the latest successful prune saw changes up to revision %d (waiting for %d)%s: %w",
+		r.id.DisplayName(), v.prunedTo, rev, last, err)
+}
+
+// waitError is the error of a wait for rev that ended with err (a
+// misconfiguration, or ctx's end) when the progress was v: what it waited
+// for, and, when it gave up, where its oldest key stands, as Explain says.
+func (r *reconciler[Obj]) waitError(ctx context.Context, what string, v progressValues, rev statedb.Revision, err error) error {
+	why := ""
+	if (v.blocked == nil || !errors.Is(err, v.blocked)) && v.oldest.raw != "" {
+		if e := explainBriefly(ctx, r, []byte(v.oldest.raw)); e != "" {
+			why = "; " + v.oldest.key + " is " + e
+		}
+	}
+	return fmt.Errorf("%s %s: %s%s: %w", r.id.DisplayName(), what, v.describe(rev), why, err)
+}
+
+// waitSettled waits until every change made before the call has settled.
+func (r *reconciler[Obj]) waitSettled(ctx context.Context) error {
+	return r.WaitUntilSettled(ctx, r.cfg.Table.Revision(r.db.ReadTxn()))
 }
 
 // progress publishes how far a loop has got, for the waits. The loop
@@ -77,6 +188,9 @@ type progressValues struct {
 	// holding retryLow back, for the waits' errors.
 	outstanding int
 	oldest      oldestRequest
+	// prunedTo is the revision of the snapshot of the latest Prune (whole
+	// set: Sync) that succeeded in this run: it saw every change up to it.
+	prunedTo statedb.Revision
 	// ownChanged is the Ownership.Changed channel the loop took before it
 	// last looked at the owned set (nil without Config.Ownership). Closed,
 	// it says the owned set changed since: what the loop published does
@@ -88,6 +202,7 @@ type progressValues struct {
 // wait fails.
 type oldestRequest struct {
 	key, what, err string
+	raw            string // the key's bytes, for Explain
 	attempts       int
 }
 
@@ -146,8 +261,8 @@ func (v progressValues) describe(rev statedb.Revision) string {
 	case v.reconciled < rev && v.outstanding == 0:
 		return fmt.Sprintf("changes up to revision %d are not read yet (read up to %d)", rev, v.reconciled)
 	case v.oldest.key == "":
-		return fmt.Sprintf("%d object(s) outstanding; changes attempted up to revision %d of %d", v.outstanding, v.reconciled, rev)
+		return fmt.Sprintf("%d object(s) outstanding; changes attempted up to revision %d (waiting for %d)", v.outstanding, v.reconciled, rev)
 	}
-	return fmt.Sprintf("%d object(s) outstanding, the oldest %s; changes attempted up to revision %d of %d",
+	return fmt.Sprintf("%d object(s) outstanding, the oldest %s; changes attempted up to revision %d (waiting for %d)",
 		v.outstanding, v.oldest, v.reconciled, rev)
 }
