@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/health"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -26,7 +27,7 @@ type serverParams struct {
 	Registry *reconciler.Registry
 	// Metrics is the registry metrics.Cell records converge's metrics in.
 	Metrics *prometheus.Registry
-	Health  *agentkit.Health
+	Health  *health.Health
 }
 
 // newServer serves the rule API and the operator endpoints (see

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/converge-go/converge/example/internal/agentkit"
+	"github.com/converge-go/converge/health"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -94,7 +95,7 @@ type serverParams struct {
 	Desired   *desiredRoutes
 	Registry  *reconciler.Registry
 	Metrics   *prometheus.Registry
-	Health    *agentkit.Health
+	Health    *health.Health
 }
 
 // newServer serves the route API and the operator endpoints.

@@ -287,3 +287,19 @@ func TestMistakeNoInitializer(t *testing.T) {
 		}
 	}
 }
+
+// TestMistakeNoStatusIndex: a table made without the status index that
+// WaitForReconciliation is given fails the wait at once, saying what to
+// add, instead of panicking inside statedb.
+func TestMistakeNoStatusIndex(t *testing.T) {
+	db := statedb.New()
+	notes, err := statedb.NewTable(db, "notes", noteName) // noteStatus forgotten
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = reconciler.WaitForReconciliation(t.Context(), db, notes, noteStatus)
+	if err == nil {
+		t.Fatal("WaitForReconciliation on a table without its status index returned nil")
+	}
+	quoted(t, err.Error(), `table "notes" has no index "status": make the table with it`)
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/cilium/statedb"
 	"github.com/spf13/cobra"
 
+	"github.com/converge-go/converge/health"
 	"github.com/converge-go/converge/metrics"
 	"github.com/converge-go/converge/reconciler"
 )
@@ -26,7 +27,7 @@ func BaseCells() []cell.Cell {
 	return []cell.Cell{
 		statedb.Cell,    // the in-memory database and its db/... shell commands
 		job.Cell,        // background jobs that start and stop with the hive
-		HealthCell,      // cell.Health, read by /healthz
+		health.Cell,     // cell.Health, read by /healthz and the shell's "health"
 		reconciler.Cell, // converge's registry and reconciler/... shell commands
 		metrics.Cell,    // converge's Prometheus metrics and reconciler/metrics
 	}

@@ -17,12 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/converge-go/converge/health"
 	"github.com/converge-go/converge/reconciler"
 )
 
 // Operator is what the operator endpoints serve.
 type Operator struct {
-	Health *Health
+	Health *health.Health
 	// Metrics is the registry metrics.Cell records converge's metrics in.
 	Metrics *prometheus.Registry
 	// Registry (from reconciler.Cell) knows every reconciler, for /status.
@@ -77,7 +78,7 @@ func serveVars(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveHealth answers 200 when no job is degraded, else 503 with why.
-func serveHealth(w http.ResponseWriter, h *Health) {
+func serveHealth(w http.ResponseWriter, h *health.Health) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	degraded := h.Degraded()
 	if len(degraded) == 0 {
