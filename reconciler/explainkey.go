@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler/internal/workers"
 )
 
 // How a loop answers Explain: what it adds to the request table (its
@@ -32,8 +34,7 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		initialized: l.initialized,
 		timeout:     l.cfg.OperationTimeout,
 		retryAt:     l.commits.breaker.NextRetry,
-		queuedTask:  l.exec.WaitsForWorker,
-		taskStarted: l.exec.StartedAt,
+		task:        l.exec.Task,
 		unreadWhy:   "not read yet: the next round reads it",
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 		ownWrite:    l.commits.ownWrite,
@@ -101,10 +102,9 @@ type explainParts struct {
 	// queued row waits (and a dispatched one whose task waits for a
 	// worker: queuedTask says which).
 	unreadWhy, queuedWhy string
-	queuedTask           func(seq uint64) bool
-	// taskStarted says when a worker started the task of a sequence
-	// number (nil, or false: the row's startedAt).
-	taskStarted func(seq uint64) (time.Time, bool)
+	// task says where the workers' task of a sequence number stands, and
+	// since when it runs (nil in a whole-set loop).
+	task func(seq uint64) (workers.TaskState, time.Time)
 	// orderWhy, in ordered mode, says where the Queued row of a key waits
 	// in the order (nil: queuedWhy).
 	orderWhy func(key string) string
@@ -204,22 +204,7 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 			e.Reason = "waiting for an earlier attempt on the key, past its timeout, to return"
 		}
 	case stRunning:
-		if p.queuedTask != nil && p.queuedTask(row.taskSeq) {
-			e.State, e.Reason = KeyQueued, p.queuedWhy
-			break
-		}
-		e.State, e.Since, e.Reason = KeyRunning, row.startedAt, op+" in flight"
-		if p.taskStarted != nil {
-			if at, ok := p.taskStarted(row.taskSeq); ok {
-				e.Since = at // when a worker started it, not when it was handed out
-			}
-		}
-		if p.whole {
-			e.Reason = "in the running Sync"
-		}
-		if p.timeout > 0 {
-			e.Reason += fmt.Sprintf("; times out after %s", p.timeout)
-		}
+		explainRunning(e, row, op, p)
 	case stCommitting:
 		e.State, e.Reason = KeyCommitting, "its result is in; its status is being written"
 		if p.heldWhy != nil {
@@ -236,6 +221,32 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 		if e.Reason == "" {
 			e.Reason = "given up on: a Permanent error"
 		}
+	}
+}
+
+// explainRunning fills e in for a row whose attempt is out: its task
+// waits for a worker, runs (since a worker started it, not since it was
+// handed out), or has returned and its result waits to be taken.
+func explainRunning[Obj any](e *Explanation, row *request[Obj], op string, p explainParts) {
+	e.State, e.Since, e.Reason = KeyRunning, row.startedAt, op+" in flight"
+	if p.whole {
+		e.Reason = "in the running Sync"
+	}
+	if p.task != nil {
+		switch st, at := p.task(row.taskSeq); st {
+		case workers.TaskQueued:
+			e.State, e.Reason = KeyQueued, p.queuedWhy
+			return
+		case workers.TaskReturned:
+			e.State, e.Since = KeyCommitting, time.Time{}
+			e.Reason = fmt.Sprintf("its result is in; it is taken with the round's others, within %s", workers.CommitDelay)
+			return
+		default:
+			e.Since = at
+		}
+	}
+	if p.timeout > 0 {
+		e.Reason += fmt.Sprintf("; times out after %s", p.timeout)
 	}
 }
 

@@ -99,3 +99,30 @@ func TestExplainRunningSince(t *testing.T) {
 			}
 		})
 }
+
+// TestExplainResultIn: a key whose Update returned, its result waiting to
+// be taken with the round's others, is Committing, not Running.
+func TestExplainResultIn(t *testing.T) {
+	var ops *orderOps
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			ops = newOrderOps() // in the bubble: its channel blocks durably
+			cfg.Concurrency, cfg.Operations = 2, ops
+		},
+		func(f *fixture, _ *timedOps) {
+			defer close(ops.release)
+			insert(t, f, objs("1ms", "fast")...)
+			insert(t, f, objs("hang", "slow")...)
+			time.Sleep(2 * time.Millisecond)
+			synctest.Wait()
+			r, _ := f.reconciler("")
+			e, err := r.Explain(context.Background(), []byte("fast"))
+			if err != nil || e.State != reconciler.KeyCommitting {
+				t.Fatalf("Explain(fast) after its Update returned = %v: %s", err, e)
+			}
+			e, err = r.Explain(context.Background(), []byte("slow"))
+			if err != nil || e.State != reconciler.KeyRunning {
+				t.Fatalf("Explain(slow) = %v: %s", err, e)
+			}
+		})
+}

@@ -129,19 +129,6 @@ func (e *Pool[T, R]) Stuck() int {
 	return e.abandoned
 }
 
-// StartedAt returns when a worker started the task of sequence number
-// seq, or false when no worker runs it.
-func (e *Pool[T, R]) StartedAt(seq uint64) (time.Time, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, w := range e.all {
-		if w.busy && w.seq == seq {
-			return w.at, true
-		}
-	}
-	return time.Time{}, false
-}
-
 // Outstanding counts the tasks handed in that have not returned, queued
 // or running, less those whose workers left the pool stuck past their
 // deadline: what holds the pool's places.
@@ -160,12 +147,32 @@ func (e *Pool[T, R]) SetOrdered(lowWater int) {
 	e.mu.Unlock()
 }
 
-// WaitsForWorker reports whether the task of sequence number seq is
-// still queued.
-func (e *Pool[T, R]) WaitsForWorker(seq uint64) bool {
+// TaskState is where a task handed to the pool stands.
+type TaskState uint8
+
+const (
+	TaskQueued   TaskState = iota // waits for a worker
+	TaskRunning                   // a worker runs it
+	TaskReturned                  // it returned (or, closed, was dropped)
+)
+
+// Task says where the task of sequence number seq stands, and, running,
+// since when.
+func (e *Pool[T, R]) Task(seq uint64) (TaskState, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return seq >= e.started && !e.closed
+	if seq >= e.started {
+		if e.closed {
+			return TaskReturned, time.Time{}
+		}
+		return TaskQueued, time.Time{}
+	}
+	for _, w := range e.all {
+		if w.busy && w.seq == seq {
+			return TaskRunning, w.at
+		}
+	}
+	return TaskReturned, time.Time{}
 }
 
 // worker is one worker goroutine's state, as the pool sees it while it

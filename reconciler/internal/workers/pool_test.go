@@ -98,7 +98,7 @@ func TestPoolRunsEveryTask(t *testing.T) {
 			t.Fatalf("results %v, want each task once", got)
 		}
 	}
-	if p.WaitsForWorker(49) || p.Executing() != 0 {
+	if st, _ := p.Task(49); st != TaskReturned || p.Executing() != 0 {
 		t.Fatal("a task still waits for a worker after all returned")
 	}
 }
@@ -129,12 +129,12 @@ func TestPoolWaitsForWorker(t *testing.T) {
 	held := task{id: 0, block: make(chan struct{})}
 	p.Submit(context.Background(), held)
 	seq := p.Submit(context.Background(), task{id: 1})
-	if !p.WaitsForWorker(seq) {
+	if st, _ := p.Task(seq); st != TaskQueued {
 		t.Fatal("the task behind a held worker does not wait for one")
 	}
 	close(held.block)
 	take(t, p, 2)
-	if p.WaitsForWorker(seq) {
+	if st, _ := p.Task(seq); st != TaskReturned {
 		t.Fatal("the task still waits after it ran")
 	}
 }
@@ -199,7 +199,7 @@ func testPoolOrdered(t *testing.T, ordered bool) {
 
 // TestPoolCountsRunningOnly: Executing counts what workers run, not what
 // waits for a worker nor what was abandoned past its deadline (Stuck);
-// StartedAt says when a worker took a task, not when it was submitted.
+// Task says since when a worker runs a task, not when it was submitted.
 func TestPoolCountsRunningOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := newTestPool(1)
@@ -211,8 +211,8 @@ func TestPoolCountsRunningOnly(t *testing.T) {
 		if n := p.Executing(); n != 1 {
 			t.Fatalf("Executing() = %d with one worker held and three tasks queued, want 1", n)
 		}
-		if _, ok := p.StartedAt(seq); ok {
-			t.Fatal("StartedAt says a queued task started")
+		if st, _ := p.Task(seq); st != TaskQueued {
+			t.Fatalf("Task says a queued task is %d", st)
 		}
 		time.Sleep(time.Second)
 		close(held.block)
@@ -223,8 +223,8 @@ func TestPoolCountsRunningOnly(t *testing.T) {
 		time.Sleep(time.Second)
 		s := p.Submit(context.Background(), hung)
 		<-hung.started
-		if at, ok := p.StartedAt(s); !ok || !at.Equal(submitted.Add(time.Second)) {
-			t.Fatalf("StartedAt = %v %v, want when a worker took it", at, ok)
+		if st, at := p.Task(s); st != TaskRunning || !at.Equal(submitted.Add(time.Second)) {
+			t.Fatalf("Task = %d %v, want running since a worker took it", st, at)
 		}
 		<-hung.overran
 		take(t, p, 1)
