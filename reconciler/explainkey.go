@@ -128,7 +128,8 @@ type explainParts struct {
 func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string, p explainParts, now time.Time) Explanation {
 	e := Explanation{Reconciler: r.id.DisplayName(), Key: printableKey(key), ReadTo: p.readTo,
 		Suspended: r.suspended(), Initialized: p.initialized, At: now}
-	obj, rev, found := r.getByKey(r.db.ReadTxn(), key)
+	txn := r.db.ReadTxn()
+	obj, rev, found := r.getByKey(txn, key)
 	if found {
 		e.InTable, e.Status = true, r.cfg.GetObjectStatus(obj)
 	}
@@ -150,6 +151,9 @@ func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string
 		if at, drev, ok := r.deleted.find(key); ok {
 			e.Deleted, e.Since = true, at
 			e.Reason = fmt.Sprintf("deleted: its Delete succeeded (the delete at revision %d)", drev)
+		} else if last := r.cfg.Table.Revision(txn); last > p.readTo {
+			e.Reason = fmt.Sprintf("no object with this key; changes up to revision %d are not read yet (read up to %d): "+
+				"if one of them deleted it, its Delete is to come", last, p.readTo)
 		}
 	case rev > p.readTo && !p.ownWrite(rev):
 		// (A change past the reader that is this reconciler's own status
