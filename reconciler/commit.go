@@ -306,7 +306,7 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	c.breaker.Observe(true, false, "", r.attempts > 0, now, c.backoff)
 	start := r.requestedAt
 	if r.deleted {
-		c.deleted.add(r.key, r.rev, now)
+		c.t.deleted.add(r.key, r.rev, now)
 	}
 	c.t.settle(r)
 	if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {

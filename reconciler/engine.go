@@ -80,9 +80,6 @@ type reconciler[Obj comparable] struct {
 	// (loop-owned); unreconciledLog paces their log lines.
 	unreconciled    unreconciledWrites
 	unreconciledLog *rate.Limiter
-	// deleted remembers the latest successful deletes, for Explain
-	// (loop-owned).
-	deleted recentDeletes
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)

@@ -148,7 +148,7 @@ func explainKey[Obj comparable](r *reconciler[Obj], t *requests[Obj], key string
 		}
 	case !found:
 		e.State, e.Reason = KeyAbsent, "no object with this key, nothing outstanding (a Delete, if one was due, succeeded)"
-		if at, drev, ok := r.deleted.find(key); ok {
+		if at, drev, ok := t.deleted.find(key); ok {
 			e.Deleted, e.Since = true, at
 			e.Reason = fmt.Sprintf("deleted: its Delete succeeded (the delete at revision %d)", drev)
 		} else if last := r.cfg.Table.Revision(txn); last > p.readTo {
@@ -311,32 +311,60 @@ func (u *unreconciledWrites) at(key string, rev statedb.Revision) bool {
 	return false
 }
 
-// recentDeletes are the latest successful deletes: a ring Explain looks
-// in, so that a key deleted here is told from one never seen.
+// recentDeletes are the latest successful deletes, by key: what Explain
+// says of a key absent from the table, so that a key deleted here is
+// told from one never seen. A key that has another request since (or
+// that another replica now owns) is forgotten: its latest story is no
+// longer that Delete.
 type recentDeletes struct {
-	keys [recentDeletesKept]string
-	revs [recentDeletesKept]statedb.Revision
-	at   [recentDeletesKept]time.Time
-	next int
+	slots [recentDeletesKept]deletedKey
+	byKey map[string]int // key -> its slot
+	next  int
+}
+
+type deletedKey struct {
+	key string
+	rev statedb.Revision
+	at  time.Time
 }
 
 // recentDeletesKept is how many deletes Explain remembers (the doc of
 // Explanation.Deleted says it).
 const recentDeletesKept = 256
 
+// add records that key's Delete of the delete at rev succeeded at at.
 func (d *recentDeletes) add(key string, rev statedb.Revision, at time.Time) {
-	d.keys[d.next], d.revs[d.next], d.at[d.next] = string([]byte(key)), rev, at // a copy: key views the object's bytes
+	if d.byKey == nil {
+		d.byKey = map[string]int{}
+	}
+	d.forget(key)
+	if old := d.slots[d.next].key; old != "" {
+		delete(d.byKey, old)
+	}
+	key = string([]byte(key)) // a copy: key views the object's bytes
+	d.slots[d.next] = deletedKey{key: key, rev: rev, at: at}
+	d.byKey[key] = d.next
 	d.next = (d.next + 1) % recentDeletesKept
 }
 
-// find returns when key's latest remembered Delete succeeded, and the
-// revision of its delete.
-func (d *recentDeletes) find(key string) (time.Time, statedb.Revision, bool) {
-	for i := range recentDeletesKept {
-		j := (d.next - 1 - i + 2*recentDeletesKept) % recentDeletesKept // newest first
-		if d.keys[j] == key && !d.at[j].IsZero() {
-			return d.at[j], d.revs[j], true
-		}
+// forget drops key: it has something newer to say. One length check
+// when nothing is remembered.
+func (d *recentDeletes) forget(key string) {
+	if len(d.byKey) == 0 {
+		return
 	}
-	return time.Time{}, 0, false
+	if i, ok := d.byKey[key]; ok {
+		d.slots[i] = deletedKey{}
+		delete(d.byKey, key)
+	}
+}
+
+// find returns when key's Delete succeeded, and the revision of its
+// delete.
+func (d *recentDeletes) find(key string) (time.Time, statedb.Revision, bool) {
+	i, ok := d.byKey[key]
+	if !ok {
+		return time.Time{}, 0, false
+	}
+	return d.slots[i].at, d.slots[i].rev, true
 }

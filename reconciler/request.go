@@ -165,6 +165,9 @@ type requests[Obj any] struct {
 	dirty          bool
 	lastAttempt    uint64
 
+	// deleted remembers the latest successful deletes, for Explain.
+	deleted recentDeletes
+
 	free     []*request[Obj]
 	freeDets []*detail[Obj]
 	dispatch bool           // per-object: the workers take the ready rows

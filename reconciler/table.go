@@ -18,6 +18,7 @@ import (
 // retries follow the object, not the revision. An attempt still executing
 // keeps the key busy; its result will not be wanted.
 func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
+	t.deleted.forget(key)
 	r := t.row(key)
 	var logged string
 	var loggedAt time.Time
@@ -75,6 +76,7 @@ func (t *requests[Obj]) settle(r *request[Obj]) { t.bare(r, reqStateCount) }
 // wanted); a live key is NotOwned from askedAt on, a deleted one
 // forgotten, its delete being the owner's work.
 func (t *requests[Obj]) lose(key string, deleted bool, askedAt statedb.Revision) {
+	t.deleted.forget(key)
 	r := t.rows[key]
 	switch {
 	case r == nil && deleted:
