@@ -77,7 +77,7 @@ func (rec *opRecord) checkAgingAll(t *testing.T, c modelConfig, breaks []time.Ti
 	// beside them (the ordered lookahead), each up to 2ms.
 	const slack = 8 * time.Millisecond
 	type ver struct {
-		name, key, target    string
+		name, key, target   string
 		wrote, ready, start time.Time
 	}
 	var vers []ver
@@ -168,7 +168,9 @@ func (run *configRun) checkExplain(key string) {
 	value, live := run.live[key]
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	bad := func(why string) { t.Errorf("Explain(%s) = %s\n  but %s (target holds %q, running %v)", key, e, why, m.state[key], m.running[key]) }
+	bad := func(why string) {
+		t.Errorf("Explain(%s) = %s\n  but %s (target holds %q, running %v)", key, e, why, m.state[key], m.running[key])
+	}
 	switch e.State {
 	case reconciler.KeyDone:
 		switch {
