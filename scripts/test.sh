@@ -136,7 +136,7 @@ if ! command -v curl >/dev/null 2>&1; then
 		echo "curl not found: install it (apt-get install curl) for internal/doccheck's README session test"
 	fi
 fi
-go test -count=1 -run 'TestLinks|TestGoCommentLinks|TestGuideIndexListsEveryPage' ./internal/doccheck
+go test -count=1 -run 'TestLinks|TestGoCommentLinks|TestGuideIndexListsEveryPage|TestGuaranteesNameRealTests|TestDocSnippets' ./internal/doccheck
 # --- end docs -----------------------------------------------------------------
 
 # --- nested modules: etcd/ ----------------------------------------------------
