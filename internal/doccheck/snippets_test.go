@@ -50,7 +50,7 @@ var convergePkgs = map[string]string{
 // of its structs, the methods of its interfaces.
 type pkgIndex struct {
 	names   map[string]bool
-	fields  map[string]map[string]bool         // struct -> its fields (embedded ones by type name)
+	fields  map[string]map[string]bool          // struct -> its fields (embedded ones by type name)
 	methods map[string]map[string]*ast.FuncType // interface -> its methods
 }
 
