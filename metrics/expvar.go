@@ -140,6 +140,7 @@ type expvarReconciler struct {
 	waiting          expvar.Int
 	inFlight         expvar.Int
 	queuedRetries    expvar.Int
+	blocked          expvar.Int
 	clock            waitClock
 }
 
@@ -182,6 +183,7 @@ func newExpvarReconciler() *expvarReconciler {
 	m.vars.Set(defWaiting.Short(), &m.waiting)
 	m.vars.Set(defInFlight.Short(), &m.inFlight)
 	m.vars.Set(defQueuedRetries.Short(), &m.queuedRetries)
+	m.vars.Set(defBlocked.Short(), &m.blocked)
 	m.vars.Set(defOldestWaiting.Short(), oldestVar{&m.clock})
 	return m
 }
@@ -263,5 +265,6 @@ func (m *expvarReconciler) Gauges(g reconciler.Gauges) {
 	m.waiting.Set(int64(g.Waiting))
 	m.inFlight.Set(int64(g.InFlight))
 	m.queuedRetries.Set(int64(g.Retries))
+	m.blocked.Set(int64(g.Blocked))
 	m.clock.set(g, time.Now())
 }

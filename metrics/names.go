@@ -132,6 +132,12 @@ var (
 		Labels: idLabels,
 		Help:   "Objects in the retry queue.",
 	}
+	defBlocked = Definition{
+		Name:   Prefix + "blocked_objects",
+		Kind:   KindGauge,
+		Labels: idLabels,
+		Help:   "Objects whose operation waits for its dependencies (Config.DependsOn): an Update for a dependency to be Done, a Delete for its dependents to be deleted. Not attempted, not failing.",
+	}
 	defOldestWaiting = Definition{
 		Name:   Prefix + "oldest_waiting_seconds",
 		Kind:   KindGauge,
@@ -165,6 +171,7 @@ var definitions = []Definition{
 	defWaiting,
 	defInFlight,
 	defQueuedRetries,
+	defBlocked,
 	defOldestWaiting,
 	defOldestReady,
 }

@@ -30,6 +30,7 @@ type Prometheus struct {
 	waiting           *prometheus.GaugeVec
 	inFlight          *prometheus.GaugeVec
 	queuedRetries     *prometheus.GaugeVec
+	blocked           *prometheus.GaugeVec
 	oldestWaiting     *oldestWaitingCollector
 
 	mu          sync.Mutex
@@ -69,6 +70,7 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 	p.waiting = register(&r, gaugeVec(defWaiting))
 	p.inFlight = register(&r, gaugeVec(defInFlight))
 	p.queuedRetries = register(&r, gaugeVec(defQueuedRetries))
+	p.blocked = register(&r, gaugeVec(defBlocked))
 	p.oldestWaiting = register(&r, newOldestWaitingCollector(defOldestWaiting))
 	if r.err != nil {
 		r.undo()
@@ -114,6 +116,7 @@ func (p *Prometheus) Reconciler(id reconciler.ReconcilerID) reconciler.Reconcile
 	m.waiting = p.waiting.WithLabelValues(id.ModuleID, id.Name)
 	m.inFlight = p.inFlight.WithLabelValues(id.ModuleID, id.Name)
 	m.queuedRetries = p.queuedRetries.WithLabelValues(id.ModuleID, id.Name)
+	m.blocked = p.blocked.WithLabelValues(id.ModuleID, id.Name)
 	m.clock = p.oldestWaiting.clock(id)
 	p.reconcilers[id] = m
 	return m
@@ -141,6 +144,7 @@ type promReconciler struct {
 	waiting         prometheus.Gauge
 	inFlight        prometheus.Gauge
 	queuedRetries   prometheus.Gauge
+	blocked         prometheus.Gauge
 	clock           *waitClock
 }
 
@@ -201,6 +205,7 @@ func (m *promReconciler) Gauges(g reconciler.Gauges) {
 	m.waiting.Set(float64(g.Waiting))
 	m.inFlight.Set(float64(g.InFlight))
 	m.queuedRetries.Set(float64(g.Retries))
+	m.blocked.Set(float64(g.Blocked))
 	m.clock.set(g, time.Now())
 }
 

@@ -246,6 +246,7 @@ func (c *committer[Obj]) ownWrite(rev statedb.Revision) bool {
 // landJob moves on the requests of a commit whose writes are in the
 // table, and reports the round.
 func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {
+	c.t.deps.fresh() // its Done writes are in the table now
 	realized := c.buf[:0]
 	for i := range job.verdicts {
 		v := &job.verdicts[i]
@@ -274,7 +275,11 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	if w != nil {
 		switch w.outcome {
 		case writeSuperseded: // a newer request, or the delete, follows
+			key, obj, applied := r.key, r.obj, v.failed == nil && !isDeferral(v.err) && !r.deleted
 			c.t.settle(r)
+			if applied && c.t.deps != nil {
+				c.t.depDone(key, obj, now) // the target holds it, whatever follows
+			}
 			return 0, false
 		case writeNotOwned:
 			c.t.lose(r.key, r.deleted, r.askedAt)
@@ -308,7 +313,11 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	if r.deleted {
 		c.t.deleted.add(r.key, r.rev, now)
 	}
+	key, obj, deleted := r.key, r.obj, r.deleted
 	c.t.settle(r)
+	if c.t.deps != nil {
+		c.t.depSettled(key, obj, deleted, now) // released in the step that commits the Done
+	}
 	if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
 		return 0, false
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	"github.com/cilium/statedb/index"
 	"golang.org/x/time/rate"
 )
 
@@ -250,4 +251,24 @@ type Config[Obj any] struct {
 	// TargetConcurrency is the most operations of one TargetKey in flight.
 	// Default 1; only with TargetKey.
 	TargetConcurrency int
+
+	// DependsOn names the objects of the same table that an object needs
+	// before its Update may start (a route its device, a file its
+	// directory), by their primary keys: the primary index's key bytes,
+	// index.String(dir) for a string key, or the index's FromKey for
+	// another type (the key type varies by table; these bytes are what
+	// every statedb index agrees on, and what the reconciler keys its
+	// requests by). An Update starts only once every object named is in
+	// the table and Done for this reconciler; until then the key is
+	// Blocked: no attempt, no retry, no failure, and it is released in the
+	// step that commits its last dependency's Done. A Delete waits until
+	// every object that depended on its object, as last reconciled, is
+	// deleted from the target: leaves first. A key on a cycle is never
+	// attempted: it is given up on with an error wrapping
+	// ErrDependencyCycle, until a key of the cycle changes. Prune (and a
+	// Sync) get the desired objects dependencies first. A dependency only
+	// gates: a change of it does not run its dependents again. With
+	// SyncOperations only the order applies. Without it (the zero value)
+	// nothing is gated, at no cost. See docs/dependencies.md.
+	DependsOn func(obj Obj) []index.Key
 }

@@ -202,6 +202,8 @@ func (r *reconciler[Obj]) failure(err error, failures int) (reqWhy, error) {
 	switch {
 	case errors.Is(err, ErrInvalidConfig):
 		return whyMisconfigured, err
+	case errors.Is(err, ErrDependencyCycle):
+		return whyCycle, err
 	case IsPermanent(err):
 		return whyPermanent, err
 	case r.cfg.MaxRetries > 0 && failures+1 >= r.cfg.MaxRetries:

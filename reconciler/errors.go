@@ -26,6 +26,12 @@ var (
 	// error it is not retried until the object changes or is refreshed.
 	ErrRetriesExhausted = errors.New("retry budget spent")
 
+	// ErrDependencyCycle is wrapped by the error an object is given up on
+	// with when it is on a cycle of Config.DependsOn: the message names
+	// the cycle (its first keys). It is never attempted; a change of any
+	// key of the cycle tries the others again.
+	ErrDependencyCycle = errors.New("dependency cycle")
+
 	// ErrUnknownStatusKind is wrapped by every error that rejects a status
 	// kind: a name that is not one of "Pending", "Refreshing", "Done" or
 	// "Error", a JSON value that is not such a string (numbers and null

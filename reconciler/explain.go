@@ -57,6 +57,12 @@ const (
 	KeyNotOwned
 	// KeyUnset: its status is Unset: it asks nothing of this reconciler.
 	KeyUnset
+	// KeyBlocked: with Config.DependsOn, its Update waits for a dependency
+	// to be Done (Reason names the first one and its state), or its
+	// Delete waits for the objects that depend on it to be deleted from
+	// the target (Reason names them). Nothing is attempted meanwhile: no
+	// retry, no backoff, no failure.
+	KeyBlocked
 
 	keyStateCount
 )
@@ -73,6 +79,7 @@ var keyStateNames = [keyStateCount]string{
 	KeyGivenUp:    "GivenUp",
 	KeyNotOwned:   "NotOwned",
 	KeyUnset:      "Unset",
+	KeyBlocked:    "Blocked",
 }
 
 // String returns the state's name, as the script command prints it.

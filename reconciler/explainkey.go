@@ -39,6 +39,9 @@ func explainLoop[Obj comparable](l *loop[Obj], key string, now time.Time) Explan
 		queuedWhy:   fmtWorkers(l.exec.Executing(), l.cfg.Concurrency),
 		ownWrite:    l.commits.ownWrite,
 	}
+	if l.t.deps != nil {
+		p.blockedWhy = l.t.blockedWhy
+	}
 	if l.moreChanges {
 		p.unreadWhy = fmt.Sprintf("not read yet: the reader is behind a backlog, read up to revision %d", l.readTo)
 	}
@@ -121,6 +124,8 @@ type explainParts struct {
 	// ownWrite reports whether the change at a revision not read yet is
 	// one of this reconciler's status writes.
 	ownWrite func(rev statedb.Revision) bool
+	// blockedWhy, with Config.DependsOn, says what a Blocked row waits for.
+	blockedWhy func(row string) string
 }
 
 // explainKey answers Explain for key from the request table t, the
@@ -218,10 +223,13 @@ func explainRow[Obj any](e *Explanation, row *request[Obj], p explainParts) {
 		}
 	case stRetrying:
 		explainRetry(e, row, p)
+	case stBlocked:
+		e.State, e.Reason = KeyBlocked, p.blockedWhy(row.key)
 	case stHeld:
 		e.State = KeyGivenUp
 		e.Reason = map[reqWhy]string{whyMisconfigured: "given up on: a misconfiguration (see the error)",
-			whyExhausted: "given up on: MaxRetries spent"}[row.why]
+			whyExhausted: "given up on: MaxRetries spent",
+			whyCycle:     "given up on: on a dependency cycle (see the error): never attempted until a key of it changes"}[row.why]
 		if e.Reason == "" {
 			e.Reason = "given up on: a Permanent error"
 		}

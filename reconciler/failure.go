@@ -20,7 +20,9 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 	if r.deleted {
 		msg = "delete: " + msg
 	}
-	c.breaker.Observe(false, v.giveUp != whyNone, msg, r.attempts > 0, now, c.backoff)
+	if v.giveUp != whyCycle { // never attempted: the target is not at fault
+		c.breaker.Observe(false, v.giveUp != whyNone, msg, r.attempts > 0, now, c.backoff)
+	}
 	c.status.Recent.Add(health.Failure{Key: r.key, Err: msg, At: now})
 	c.failLog.Write(&r.loggedErr, &r.loggedAt, printableKey(r.key), string(v.op), msg, r.attempts+1, now)
 	r.attempts++

@@ -85,6 +85,12 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	if r.cfg.Ownership != nil {
 		l.t.owns = r.ownsKey
 	}
+	if r.cfg.DependsOn != nil {
+		l.t.deps = newDepGraph(r.cfg.DependsOn, func(txn statedb.ReadTxn, key string) (Obj, bool) {
+			obj, _, found := r.getByKey(txn, key)
+			return obj, found
+		}, r.db.ReadTxn)
+	}
 	return l
 }
 
@@ -126,6 +132,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 
 // step does what the loop can do now, in order.
 func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
+	l.t.deps.fresh()
 	committed := l.commit(ctx, now, ts)
 	l.full.step(ctx, now, &l.feed, &ts.full)
 	pulled := l.stepRound(now, ts)
@@ -149,7 +156,7 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		return did // every commit is out: the results wait their turn
 	}
 	ok, wait := l.exec.ShouldCommit(now, l.cfg.RoundSize)
-	if !ok && !l.commits.heldDue(now) {
+	if !ok && !l.commits.heldDue(now) && !l.t.cyclicDue() {
 		if wait > 0 {
 			ts.commit.ArmAt(now.Add(wait))
 		}
@@ -167,6 +174,7 @@ func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) b
 		}
 	}
 	clear(l.results)
+	l.commits.failCycles(job, now)
 	// While more work waits (a round stopped short, ordered rows queued,
 	// retries due) it goes to the committer's goroutine, or waits until at.
 	if at := l.commits.commit(ctx, job, l.moreChanges || l.hungry || l.retryDue(now), now); !at.IsZero() {
@@ -235,6 +243,9 @@ func (l *loop[Obj]) pull(now time.Time) int {
 		}
 	}
 	l.markRead(!l.moreChanges)
+	if l.readAll && l.t.deps != nil {
+		l.t.deps.rankSeeds() // once: the first read is done
+	}
 	l.commits.own.ReadPast(l.readTo)
 	if l.moreChanges && l.t.order != nil {
 		picked += l.readAhead(txn, now) // what the order takes first, read before the backlog
@@ -307,6 +318,9 @@ func (l *loop[Obj]) updateHungry() {
 
 // sleep waits until something happens. It returns false when stopping.
 func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
+	if l.t.cyclicDue() {
+		return ctx.Err() == nil // their Errors are written at the next step
+	}
 	changesCh := l.pullWake(ts)
 	var initCh <-chan struct{}
 	if !l.initialized {

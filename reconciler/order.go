@@ -313,6 +313,14 @@ func (cfg Config[Obj]) validateOrder(bad func(string) error) error {
 func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.Time) []*request[Obj] {
 	buf = buf[:0]
 	start := func(r *request[Obj]) {
+		if t.deps != nil && t.gate(r) {
+			// A dependency changed since r was queued: it waits again.
+			if t.order != nil {
+				t.order.release(r) // popped: its target counted it
+			}
+			t.move(r, stBlocked, whyNone, r.err, time.Time{}, now)
+			return
+		}
 		t.lastAttempt++
 		r.attempt, r.running = t.lastAttempt, t.lastAttempt
 		t.executing++

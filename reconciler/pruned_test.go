@@ -36,6 +36,9 @@ func TestWaitUntilPruned(t *testing.T) {
 					target.Update(ctx, "stray", "x", false)
 					insert(t, f, pendingObject("a", "v"))
 					r, _ := f.reconciler("")
+					// The table is initialized before the insert: the first
+					// prune may have run before it. Ask for one that sees it.
+					r.TriggerFullReconciliation()
 					short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, time.Minute) }
 					c, cancel := short()
 					defer cancel()

@@ -44,12 +44,16 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	if r.shared.err != nil {
 		p.whole = health.Whole{Op: "status", Err: r.shared.err} // before any other: nothing is right while it holds
 	}
+	if t.deps != nil && !p.standby {
+		t.blockedHealth(&p.whole, h, p.healthTimer, now)
+	}
 	h.Report(hc, now, objects, r.suspended(), p.whole, p.healthTimer, failing)
 
 	v := view(t, p.readTo, now)
 	s := StatusSnapshot{Module: r.id.ModuleID, Name: r.cfg.Name, Table: r.cfg.Table.Name(), Suspended: r.suspended(),
 		Initialized: p.initialized, RecentErrors: recentErrors(h), UpdatedAt: now,
 		FailingDeletes: t.failingDeletes, Retries: t.byDue.Len(), Waiting: waiting(t), InFlight: p.inFlight, Stuck: p.stuck,
+		Blocked:   t.n[stBlocked],
 		LastRound: p.lastRound, LastFull: p.lastFull}
 	if next, ok := t.nextDue(); ok {
 		s.NextRetry = next
@@ -62,7 +66,7 @@ func publish[Obj comparable](r *reconciler[Obj], t *requests[Obj], h *health.Sta
 	s.Objects = ObjectCounts{Pending: pending, Refreshing: refreshing, Error: errs, Unowned: unowned, Unset: unset,
 		Done: max(0, objects-pending-refreshing-errs-unowned-unset)}
 	progress := progressOf(t, v)
-	gauges := Gauges{Failing: t.failing, Waiting: waiting(t), InFlight: p.inFlight, Retries: t.byDue.Len(),
+	gauges := Gauges{Failing: t.failing, Waiting: waiting(t), InFlight: p.inFlight, Retries: t.byDue.Len(), Blocked: t.n[stBlocked],
 		OldestWaiting: max(now.Sub(v.oldestPicked), 0)}
 	progress.ownChanged, progress.prunedTo = p.ownChanged, p.prunedTo
 	if p.standby {
@@ -121,6 +125,9 @@ func view[Obj any](t *requests[Obj], readTo statedb.Revision, now time.Time) tab
 	if t.order != nil {
 		t.order.view(&v)
 	}
+	if t.deps != nil {
+		t.deps.heaps.view(&v)
+	}
 	finishView(t, &v)
 	return v
 }
@@ -139,7 +146,7 @@ func finishView[Obj any](t *requests[Obj], v *tableView[Obj]) {
 
 // progressValues derives what the waits watch from the table.
 func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
-	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: waiting(t) + t.byDue.Len()}
+	p := progressValues{reconciled: v.reconciled, retryLow: v.retryLow, outstanding: waiting(t) + t.byDue.Len() + t.n[stBlocked]}
 	if t.blocked > 0 {
 		p.blocked = blockedError(t)
 	}
@@ -149,10 +156,14 @@ func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
 		switch {
 		case o.deleted && o.state == stRetrying:
 			what = "delete waiting for a retry"
+		case o.deleted && o.state == stBlocked:
+			what = "delete waiting for its dependents' deletes"
 		case o.deleted:
 			what = "delete in flight"
 		case o.state == stRetrying:
 			what = "waiting for a retry"
+		case o.state == stBlocked:
+			what = "blocked on a dependency (Config.DependsOn)"
 		case o.state == stRunning:
 			what = "in flight"
 		case o.state == stCommitting:

@@ -23,6 +23,7 @@ import (
 //	Busy         yes     yes     -      -            -             yes
 //	Running      yes     yes     -      -            -             yes
 //	Committing   yes     yes     -      -            -             yes
+//	Blocked      yes     -       -      -            -             yes****
 //	Retrying     yes     -       -      yes          -             yes
 //	Held         yes     -       -      -            yes**         yes
 //	RefreshDue   yes     -       -      -            yes           -
@@ -35,6 +36,10 @@ import (
 //	*** ordered mode keeps its Queued rows (a whole backlog) in its own
 //	    queue and heaps instead (order.go), so that a report's walk of
 //	    active stays about a round.
+//	**** with Config.DependsOn: waiting for a dependency (an update) or
+//	    for the objects that depend on its object (a delete), in the
+//	    dependency graph's lists instead (deps.go); neither a retry nor a
+//	    failure.
 //
 // "Counted" rows are live objects' outstanding work, counted by the kind
 // Status() reports. Rules between the fields:
@@ -59,6 +64,7 @@ const (
 	stBusy                       // queued behind an earlier attempt on its key
 	stRunning                    // an attempt is out
 	stCommitting                 // its result is judged; its status write is out on the committer
+	stBlocked                    // waits for a dependency (Config.DependsOn) or, a delete, for its dependents
 	stRetrying                   // waits for its retry at due
 	stHeld                       // given up on until the object changes or refresh comes at due
 	stRefreshDue                 // Done, its refresh put off: marked Refreshing at due
@@ -80,6 +86,7 @@ const (
 	whyPermanent            // a Permanent error
 	whyExhausted            // MaxRetries spent
 	whyMisconfigured        // a misconfiguration: the waits report it
+	whyCycle                // on a dependency cycle (Config.DependsOn)
 )
 
 // request is one row.
@@ -172,6 +179,7 @@ type requests[Obj any] struct {
 	freeDets []*detail[Obj]
 	dispatch bool           // per-object: the workers take the ready rows
 	order    *ordering[Obj] // ordered mode (order.go): Queued rows go there, not to ready
+	deps     *depGraph[Obj] // Config.DependsOn (deps.go): a row waits for its dependencies
 
 	// How to read an object: its primary key, this reconciler's status,
 	// and a hook that sees every status read (the shared-status check).
@@ -229,6 +237,9 @@ func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.
 		if !r.due.IsZero() {
 			t.refreshQ.Push(r)
 		}
+	case stBlocked:
+		r.gen++
+		t.block(r, now)
 	}
 	t.n[s]++
 	t.blocked += b2i(why == whyMisconfigured)
@@ -260,6 +271,8 @@ func (t *requests[Obj]) leave(r *request[Obj]) {
 		if !r.due.IsZero() {
 			t.refreshQ.Remove(r.refreshIdx)
 		}
+	case stBlocked:
+		t.unblock(r)
 	}
 	t.n[r.state]--
 	t.blocked -= b2i(r.why == whyMisconfigured)

@@ -43,6 +43,12 @@ type StatusSnapshot struct {
 	InFlight int `json:"in-flight"`
 	Stuck    int `json:"stuck,omitempty"`
 
+	// Blocked is, with Config.DependsOn, the objects whose operation waits
+	// for their dependencies: an Update for a dependency to be Done, a
+	// Delete for the objects that depend on it to be deleted. They are
+	// not attempted and not failing; Explain says what each waits for.
+	Blocked int `json:"blocked,omitempty"`
+
 	// OldestWaiting is how long the longest-waiting picked-up object has
 	// waited, as of the call to Status: it grows while an operation hangs.
 	OldestWaiting time.Duration `json:"oldest-waiting"`

@@ -19,6 +19,9 @@ import (
 // keeps the key busy; its result will not be wanted.
 func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
 	t.deleted.forget(key)
+	if t.deps != nil {
+		t.forgetCycle(key, now) // a key of a cycle changed: the others are tried again
+	}
 	r := t.row(key)
 	var logged string
 	var loggedAt time.Time
@@ -41,8 +44,13 @@ func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt state
 	return r
 }
 
-// queuedState is Queued, or Busy while an attempt on r's key still runs.
+// queuedState is Queued, Blocked while r waits for a dependency (or, a
+// delete, for its dependents), or Busy while an attempt on r's key still
+// runs.
 func (t *requests[Obj]) queuedState(r *request[Obj]) reqState {
+	if t.deps != nil && t.gate(r) {
+		return stBlocked
+	}
 	if r.running != 0 {
 		return stBusy
 	}
@@ -77,6 +85,9 @@ func (t *requests[Obj]) settle(r *request[Obj]) { t.bare(r, reqStateCount) }
 // forgotten, its delete being the owner's work.
 func (t *requests[Obj]) lose(key string, deleted bool, askedAt statedb.Revision) {
 	t.deleted.forget(key)
+	if t.deps != nil {
+		t.depGone(key, time.Now()) // another replica's target now
+	}
 	r := t.rows[key]
 	switch {
 	case r == nil && deleted:
@@ -201,6 +212,9 @@ func (t *requests[Obj]) read(ch change[Obj], own *revs.Ranges, askedAt, startRev
 
 // readChange is read for a key owned here.
 func (t *requests[Obj]) readChange(ch change[Obj], own *revs.Ranges, askedAt, startRev statedb.Revision, now time.Time) bool {
+	if t.deps != nil && !ch.deleted && ch.rev <= startRev {
+		t.seed(t.keyOf(ch.obj), ch.obj) // in the table as the run began: what an earlier run may have applied
+	}
 	if ch.deleted {
 		key := t.keyOf(ch.obj)
 		t.unset(key, false)
@@ -346,11 +360,14 @@ func (t *requests[Obj]) returned(r *request[Obj], id uint64, now time.Time) bool
 		case stBusy:
 			// Its key is free now. Ordered mode's queue takes it as ready
 			// from now; first in, first out, it waits on from its queuing.
-			since := r.since
+			since, s := r.since, stQueued
 			if t.order != nil {
 				since = now
 			}
-			t.move(r, stQueued, whyNone, r.err, time.Time{}, since)
+			if t.deps != nil && t.gate(r) {
+				s, since = stBlocked, now // a dependency changed meanwhile
+			}
+			t.move(r, s, whyNone, r.err, time.Time{}, since)
 		case stDraining:
 			t.settle(r)
 			return false

@@ -40,6 +40,10 @@ const (
 type Whole struct {
 	Op  string
 	Err error
+	// What, when set, says it in the report's first line instead of
+	// "<Op> failed" (as for keys blocked on their dependencies, which is
+	// no failure).
+	What string
 }
 
 // Failing is what a report needs of the failing objects: how many, and
@@ -90,7 +94,12 @@ func (h *State) Report(health cell.Health, now time.Time, objects int, suspended
 				errs = append(errs, fmt.Errorf("and %d more", more))
 			}
 			msg := fmt.Sprintf("Degraded: %d object(s) failing", failing.N)
-			if whole.Err != nil {
+			switch {
+			case whole.What != "" && failing.N == 0:
+				msg = "Degraded: " + whole.What
+			case whole.What != "":
+				msg += ", " + whole.What
+			case whole.Err != nil:
 				msg += ", " + whole.Op + " failed"
 			}
 			h.last = msg

@@ -1,0 +1,138 @@
+package reconciler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/converge-go/converge/reconciler/internal/clock"
+	"github.com/converge-go/converge/reconciler/internal/health"
+	"github.com/converge-go/converge/reconciler/internal/heap"
+)
+
+// What the dependency graph adds to the reports and to Explain: the
+// Blocked rows hold the waits' watermarks back (a Blocked change is not
+// attempted, nor settled), they are counted (Status, the gauges), a key
+// Blocked longer than blockedHealthAfter makes health Degraded, and
+// Explain says what a Blocked row waits for.
+
+// blockedHealthAfter is how long a key may stay Blocked before health
+// says so: a dependency that takes that long is missing or failing.
+const blockedHealthAfter = time.Minute
+
+// blockedHeaps are the Blocked rows by askedAt, and those not attempted
+// yet: a Blocked row is in no retry heap and no order queue, so their
+// positions are free.
+type blockedHeaps[Obj any] struct {
+	byAsk, untried heap.Indexed[*request[Obj]]
+}
+
+func (h *blockedHeaps[Obj]) init() {
+	byAsk := func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt }
+	h.byAsk = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.askIdx }}
+	h.untried = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.dueIdx }}
+}
+
+func (h *blockedHeaps[Obj]) push(r *request[Obj]) {
+	h.byAsk.Push(r)
+	if !r.tried {
+		h.untried.Push(r)
+	}
+}
+
+func (h *blockedHeaps[Obj]) remove(r *request[Obj]) {
+	h.byAsk.Remove(r.askIdx)
+	if !r.tried {
+		h.untried.Remove(r.dueIdx)
+	}
+}
+
+// view adds the Blocked rows to v: a change not attempted holds
+// reconciled back, any holds the retry low watermark.
+func (h *blockedHeaps[Obj]) view(v *tableView[Obj]) {
+	if u := h.untried.Items; len(u) > 0 {
+		v.reconciled = min(v.reconciled, u[0].askedAt-1)
+	}
+	if q := h.byAsk.Items; len(q) > 0 && (v.oldest == nil || q[0].askedAt < v.oldest.askedAt) {
+		v.oldest = q[0]
+	}
+}
+
+// oldestBlocked returns the row Blocked longest, and since when (nil:
+// none). Stale entries at the head of the list are dropped as met.
+func (g *depGraph[Obj]) oldestBlocked() (*request[Obj], time.Time) {
+	for len(g.blockedAt) > 0 {
+		if w := g.blockedAt[0]; w.valid() {
+			return w.r, w.since
+		}
+		g.blockedAt[0] = depWaiter[Obj]{}
+		g.blockedAt = g.blockedAt[1:]
+	}
+	g.blockedAt = nil // let the array go
+	return nil, time.Time{}
+}
+
+// blockedHealth adds to whole what health says of keys Blocked longer
+// than blockedHealthAfter (a whole-target error goes first), and arms
+// later for when the oldest Blocked key will be. It marks h dirty when
+// what it says changes.
+func (t *requests[Obj]) blockedHealth(whole *health.Whole, h *health.State, later *clock.Timer, now time.Time) {
+	msg := ""
+	if r, since := t.deps.oldestBlocked(); r != nil {
+		if at := since.Add(blockedHealthAfter); at.After(now) {
+			later.ArmAt(at)
+		} else {
+			msg = fmt.Sprintf("%d key(s) blocked on dependencies, one for over %s", t.n[stBlocked], blockedHealthAfter)
+			if whole.Err == nil {
+				*whole = health.Whole{Op: "dependencies", What: msg,
+					Err: fmt.Errorf("the oldest, %s: %s", printableKey(r.key), t.blockedWhy(r.key))}
+			}
+		}
+	}
+	if msg != t.deps.lastHealth {
+		t.deps.lastHealth, h.Dirty = msg, true
+	}
+}
+
+// blockedWhy says what the Blocked row of key waits for.
+func (t *requests[Obj]) blockedWhy(key string) string {
+	r := t.rows[key]
+	if r == nil || r.state != stBlocked {
+		return ""
+	}
+	if r.deleted {
+		users := t.usersOf(key, 3)
+		return fmt.Sprintf("its Delete waits for %d object(s) that depend on it to be deleted from the target: %s",
+			t.deps.applied[key].users, strings.Join(users, ", "))
+	}
+	if d, why, ok := t.firstUnmet(r); ok {
+		return fmt.Sprintf("blocked on %s: %s", printableKey(d), why)
+	}
+	if cycle := t.deps.cycles[key]; cycle != nil {
+		return "on a dependency cycle: its Error is being written"
+	}
+	return "its dependencies are Done: it is released at the next step"
+}
+
+// usersOf returns up to n keys whose applied objects name key, sorted:
+// what keeps key's Delete waiting. It walks the applied graph: Explain's
+// cost, not the loop's.
+func (t *requests[Obj]) usersOf(key string, n int) []string {
+	var users []string
+	for k, a := range t.deps.applied {
+		if slices.Contains(a.deps, key) {
+			users = append(users, k)
+		}
+	}
+	slices.Sort(users)
+	out := make([]string, 0, min(len(users), n)+1)
+	for i, k := range users {
+		if i == n {
+			out = append(out, fmt.Sprintf("and %d more", len(users)-n))
+			break
+		}
+		out = append(out, printableKey(k))
+	}
+	return out
+}
