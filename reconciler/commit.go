@@ -275,11 +275,7 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	if w != nil {
 		switch w.outcome {
 		case writeSuperseded: // a newer request, or the delete, follows
-			key, obj, applied := r.key, r.obj, v.failed == nil && !isDeferral(v.err) && !r.deleted
 			c.t.settle(r)
-			if applied && c.t.deps != nil {
-				c.t.depDone(key, obj, now) // the target holds it, whatever follows
-			}
 			return 0, false
 		case writeNotOwned:
 			c.t.lose(r.key, r.deleted, r.askedAt)

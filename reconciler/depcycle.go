@@ -1,58 +1,58 @@
 package reconciler
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Dependency cycles. A key on a cycle is never attempted: it is given up
 // on with an error naming the cycle (the Error is written at the next
-// commit), until a change of any key of the cycle tries the others again.
-// Two checks find every cycle a request could close, each at a cost that
-// follows the request, not the graph:
-//
-//   - blockedCycle, when a request blocks and other Blocked requests wait
-//     for its key: a walk of the Blocked requests' dependencies, back to
-//     it. Requests that wait for nobody close no cycle of Blocked ones
-//     (a chain read in order walks nothing).
-//   - appliedCycle, when a request's dependencies are all Done and its key
-//     was applied before: a walk of the applied edges from its
-//     dependencies back to it, over keys of a higher rank only (every
-//     applied edge goes down in rank). A key never applied is named by no
-//     applied edge, and closes no applied cycle: nothing is walked.
+// commit), until a change of any key of a cycle judges them all again.
+// Every update is checked as it is judged (gate): cycleThrough walks
+// from its dependencies back to it, when something could close a cycle
+// through it, at a cost that follows its dependencies, not the graph.
 
-// blockedCycle returns a cycle of Blocked updates that key, whose update
-// is about to block on deps, would close (key first), or nil.
-func (t *requests[Obj]) blockedCycle(key string, deps []string) []string {
-	if !t.hasWaiters(key) {
+// cycleThrough returns a cycle that key's update, naming deps, closes
+// (key first), or nil. The edges are the desired ones: an outstanding
+// update's dependencies as its object names them, and for a key with
+// none outstanding, what was applied. It walks only when something could
+// close a cycle through key: an update waiting for good (Blocked, or
+// given up on for a cycle) names key, a dependency is given up on for a
+// cycle, or an applied object names key. A chain or a forest read in
+// order walks from each key down its dependencies, not the graph.
+func (t *requests[Obj]) cycleThrough(key string, deps []string) []string {
+	if a := t.deps.applied[key]; (a == nil || a.users == 0) && !t.hasWaiters(key) &&
+		!slices.ContainsFunc(deps, t.cycleHeld) {
 		return nil
 	}
-	return t.walk(key, deps, func(n string) ([]string, bool) {
-		r := t.rows[n]
-		if r == nil || r.state != stBlocked || r.deleted {
+	return t.walk(key, deps, t.edges)
+}
+
+// edges returns what key depends on, for the cycle walk.
+func (t *requests[Obj]) edges(key string) ([]string, bool) {
+	if r := t.rows[key]; r != nil && r.detail != nil && r.state != stRefreshDue {
+		if r.deleted {
 			return nil, false
 		}
 		return t.deps.depsOf(r.obj), true
-	})
-}
-
-// appliedCycle returns a cycle that key, whose update would run with
-// deps (all Done), would close in the applied graph (key first), or nil.
-func (t *requests[Obj]) appliedCycle(key string, deps []string) []string {
-	self := t.deps.applied[key]
-	if self == nil {
-		return nil
 	}
-	return t.walk(key, deps, func(n string) ([]string, bool) {
-		a := t.deps.applied[n]
-		if a == nil || a.rank <= self.rank {
-			return nil, false
-		}
+	if a := t.deps.applied[key]; a != nil && len(a.deps) > 0 {
 		return a.deps, true
-	})
+	}
+	return nil, false
 }
 
-// hasWaiters reports whether a Blocked update waits for key.
+// cycleHeld reports whether key's update is given up on for a cycle: it
+// waits for good, as a Blocked one does.
+func (t *requests[Obj]) cycleHeld(key string) bool {
+	r := t.rows[key]
+	return r != nil && r.state == stHeld && r.why == whyCycle && !r.deleted
+}
+
+// hasWaiters reports whether an update waiting for good names key.
 func (t *requests[Obj]) hasWaiters(key string) bool {
 	for _, w := range t.deps.waiting[key] {
-		if w.valid() {
+		if w.names() {
 			return true
 		}
 	}
@@ -133,19 +133,25 @@ func (t *requests[Obj]) takeCyclic() (rows []*request[Obj], cycles [][]string) {
 	return rows, cycles
 }
 
-// forgetCycle ends the cycle key was on, if any, when key changes or is
-// applied: every other member given up on for it is tried again.
+// forgetCycle ends the cycles key was on, if any, when key changes or is
+// applied: every key given up on for a cycle is judged again (a key may
+// be on several cycles, and one change can break some and not others;
+// those that still hold are found again as their keys block). Cycles are
+// errors, and few: a change of a key on one judges them all.
 func (t *requests[Obj]) forgetCycle(key string, now time.Time) {
 	g := t.deps
-	cycle := g.cycles[key]
-	if cycle == nil {
+	if g.cycles[key] == nil {
 		return
 	}
-	for _, k := range cycle {
-		delete(g.cycles, k)
+	keys := make([]string, 0, len(g.cycles))
+	for k := range g.cycles {
+		keys = append(keys, k)
 	}
-	for _, k := range cycle {
-		if m := t.rows[k]; k != key && m != nil && m.state == stHeld && m.why == whyCycle {
+	clear(g.cycles)
+	slices.Sort(keys) // the same order every run: a seed replays
+	for _, k := range keys {
+		if m := t.rows[k]; m != nil && m.detail != nil && !m.deleted &&
+			(m.state == stHeld && m.why == whyCycle || m.state == stBlocked) {
 			t.move(m, t.queuedState(m), whyNone, m.err, time.Time{}, now)
 		}
 	}
@@ -168,4 +174,19 @@ func (c *committer[Obj]) failCycles(job *commitJob[Obj], now time.Time) {
 		o := outcome[Obj]{r: r, op: OpUpdate, attempt: r.attempt, err: cycleError(cycles[i]), rev: r.rev}
 		c.judgeInto(job, &o, now)
 	}
+}
+
+// holdCycle gives r up for the cycle its Error names, now written: it
+// waits for good, named in its dependencies' waiting lists (a longer
+// cycle through it is found from them), and what waits for it is judged
+// again (it may be on such a cycle). A cycle broken while its Error was
+// being written leaves r to be judged again instead.
+func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
+	if t.deps.cycles[r.key] == nil {
+		t.move(r, t.queuedState(r), whyNone, msg, time.Time{}, now)
+		return
+	}
+	t.hold(r, whyCycle, msg, time.Time{}, now)
+	t.register(depWaiter[Obj]{r: r, gen: r.gen})
+	t.release(r.key, now)
 }

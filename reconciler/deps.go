@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,22 +18,26 @@ import (
 // to be deleted from the target. A key on a cycle is given up on with an
 // error naming the cycle. The graph knows, per key:
 //
-//   - applied: the dependencies of its object as last reconciled (a
-//     successful Update in this run, or, for what was in the table when
-//     the run began, its object then), its rank (1 + the highest rank of
-//     those, so that every applied edge goes down in rank), and how many
-//     applied objects name it (users: its Delete waits while above 0);
-//   - waiting: the Blocked updates waiting for it, each registered on the
-//     first dependency it waits for (entries go stale when the row moves
-//     on: its gen changes);
+//   - applied: the dependencies of its object as last attempted (an
+//     Update started in this run, whatever its result: the target may
+//     hold it from then on; or, for what was in the table when the run
+//     began, its object then; what earlier attempts named stays until
+//     one succeeds), and how many applied objects name it (users: its
+//     Delete waits while above 0);
+//   - waiting: the Blocked updates that name it, each registered on
+//     every dependency it names (entries go stale when the row moves
+//     on: its gen changes; a release re-gates a row, which blocks again
+//     on what is still missing);
 //   - the Blocked delete of it, waiting for its users;
 //   - cycles: the keys given up on for a cycle, with the cycle's members:
 //     a change of any member tries the others again.
 //
-// Rules between them: a Blocked update is in the waiting list of one key
-// it waits for; a Blocked delete is delWaiting's entry of its key and has
-// users; applied never holds a cycle (a request that would close one is
-// given up on instead), which is what makes ranks well defined.
+// Rules between them: a Blocked update is in the waiting list of every
+// key it names; a Blocked delete is delWaiting's entry of its key and
+// has users; users is the number of applied keys whose deps name the key.
+// applied holds no cycle this run made (a request that would close one
+// is given up on instead), but may hold one an earlier run left: the
+// walks over it tolerate cycles.
 
 // depGraph is the dependency part of a per-object loop's request table.
 type depGraph[Obj any] struct {
@@ -54,7 +59,6 @@ type depGraph[Obj any] struct {
 	// blockedAt lists the Blocked rows in the order they were blocked:
 	// the oldest valid entry at its head is how long a key has waited.
 	blockedAt []depWaiter[Obj]
-	ranked    bool // the keys seeded by the first read have their ranks
 	heaps     blockedHeaps[Obj]
 	// lastHealth is what health last said of the keys blocked long.
 	lastHealth string
@@ -64,8 +68,7 @@ type depGraph[Obj any] struct {
 // is named by one that is.
 type appliedKey struct {
 	deps  []string // its dependencies as last reconciled
-	rank  int32
-	users int32 // applied objects that name it
+	users int32    // applied objects that name it
 }
 
 // depWaiter is a Blocked row as it was when blocked.
@@ -76,6 +79,12 @@ type depWaiter[Obj any] struct {
 }
 
 func (w depWaiter[Obj]) valid() bool { return w.r.gen == w.gen && w.r.state == stBlocked }
+
+// names reports whether w's row still waits for what it named: Blocked,
+// or given up on for a cycle.
+func (w depWaiter[Obj]) names() bool {
+	return w.r.gen == w.gen && (w.r.state == stBlocked || w.r.state == stHeld && w.r.why == whyCycle)
+}
 
 func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
 	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, applied: map[string]*appliedKey{},
@@ -158,17 +167,18 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 		return a != nil && a.users > 0
 	}
 	deps := g.depsOf(r.obj)
-	for _, d := range deps {
-		if done, _ := t.depState(d); !done {
-			if cycle := t.blockedCycle(r.key, deps); cycle != nil {
-				t.onCycle(r, cycle)
-			}
-			return true
-		}
+	if slices.Contains(deps, r.key) {
+		t.onCycle(r, []string{r.key}) // it depends on itself
+		return true
 	}
-	if cycle := t.appliedCycle(r.key, deps); cycle != nil {
+	if cycle := t.cycleThrough(r.key, deps); cycle != nil {
 		t.onCycle(r, cycle)
 		return true
+	}
+	for _, d := range deps {
+		if done, _ := t.depState(d); !done {
+			return true
+		}
 	}
 	return false
 }
@@ -194,7 +204,15 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 		g.delWaiting[r.key] = r
 		return
 	}
-	if d, _, ok := t.firstUnmet(r); ok {
+	t.register(w)
+}
+
+// register puts w in the waiting list of each of its dependencies, Done
+// or not: a dependency Done now may change, and a cycle is found from the
+// waiting list of whichever of its keys is judged last (cycleThrough).
+func (t *requests[Obj]) register(w depWaiter[Obj]) {
+	g := t.deps
+	for _, d := range g.depsOf(w.r.obj) {
 		list := append(g.waiting[d], w)
 		if n := len(list); n >= 64 && n&(n-1) == 0 { // at each doubling: drop what went stale
 			list = compactWaiters(list)
@@ -214,7 +232,7 @@ func (t *requests[Obj]) unblock(r *request[Obj]) {
 func compactWaiters[Obj any](list []depWaiter[Obj]) []depWaiter[Obj] {
 	kept := list[:0]
 	for _, w := range list {
-		if w.valid() {
+		if w.names() {
 			kept = append(kept, w)
 		}
 	}
@@ -244,25 +262,54 @@ func (t *requests[Obj]) depSettled(key string, obj Obj, deleted bool, now time.T
 		t.depGone(key, now)
 		return
 	}
-	t.depDone(key, obj, now)
+	t.narrow(key, obj, now)
+	t.depDone(key, now)
 }
 
-// depDone records that key's Update of obj succeeded: its dependencies
-// are applied as obj names them, and what waited for it is released.
-func (t *requests[Obj]) depDone(key string, obj Obj, now time.Time) {
+// depApply records, as an Update of obj on key starts, that the target
+// may hold obj from now on, naming its dependencies: their Deletes wait
+// for it from the start of the attempt (it may succeed, or half succeed,
+// whatever its result says). What an earlier attempt named stays
+// too (the target may hold either) until one succeeds (depSettled) or a
+// Delete of key does.
+func (t *requests[Obj]) depApply(key string, obj Obj) {
 	g := t.deps
-	deps := g.depsOf(obj)
 	a := g.node(key)
-	var rank int32
-	for _, d := range deps {
-		n := g.node(d)
-		n.users++
-		rank = max(rank, n.rank+1)
+	for _, d := range g.depsOf(obj) {
+		if !slices.Contains(a.deps, d) {
+			g.node(d).users++
+			a.deps = append(a.deps, d)
+		}
 	}
+}
+
+// narrow records that key's Update of obj succeeded: the target holds
+// obj, and only obj's dependencies are named by key from now on.
+func (t *requests[Obj]) narrow(key string, obj Obj, now time.Time) {
+	a := t.deps.applied[key]
+	if a == nil {
+		return
+	}
+	deps := t.deps.depsOf(obj)
+	var gone []string
+	kept := a.deps[:0]
 	for _, d := range a.deps {
+		if slices.Contains(deps, d) {
+			kept = append(kept, d)
+		} else {
+			gone = append(gone, d)
+		}
+	}
+	clear(a.deps[len(kept):])
+	a.deps = kept
+	for _, d := range gone {
 		t.dropUser(d, now)
 	}
-	a.deps, a.rank = deps, rank
+}
+
+// depDone records that key's Update succeeded: what waited for it is
+// released, and a cycle it was on is over.
+func (t *requests[Obj]) depDone(key string, now time.Time) {
 	t.forgetCycle(key, now)
 	t.release(key, now)
 }
@@ -325,37 +372,6 @@ func (t *requests[Obj]) seed(key string, obj Obj) {
 		g.node(d).users++
 	}
 	a.deps = deps
-}
-
-// rankSeeds gives the keys seeded ranks, once the first read is done
-// (their dependencies may come after them in revision order). A cycle
-// left by an earlier run breaks at the key it is met at.
-func (g *depGraph[Obj]) rankSeeds() {
-	if g.ranked {
-		return
-	}
-	g.ranked = true
-	const visiting = -1
-	var rank func(key string, a *appliedKey) int32
-	rank = func(key string, a *appliedKey) int32 {
-		if a.rank != 0 || len(a.deps) == 0 {
-			return max(a.rank, 0)
-		}
-		a.rank = visiting
-		var r int32
-		for _, d := range a.deps {
-			if n := g.applied[d]; n != nil {
-				r = max(r, rank(d, n)+1)
-			} else {
-				r = max(r, 1)
-			}
-		}
-		a.rank = r
-		return r
-	}
-	for key, a := range g.applied {
-		rank(key, a)
-	}
 }
 
 // cycleError is the error of a key given up on for a dependency cycle.

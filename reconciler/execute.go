@@ -225,8 +225,12 @@ func (x *runner[Obj]) runSync(ctx context.Context, run *syncRun[Obj], overrun fu
 		return RetryAfter(0, nil)
 	}
 	defer release()
+	desired := x.cfg.Table.All(run.txn)
+	if x.cfg.DependsOn != nil {
+		desired = depOrder(desired, x.keyOf, x.cfg.DependsOn) // dependencies first
+	}
 	return x.call(ctx, overrun, OpSync, "", run.failures, func(ctx context.Context) error {
-		return x.cfg.SyncOperations.Sync(ctx, run.txn, x.cfg.Table.All(run.txn), slices.Values(run.changes))
+		return x.cfg.SyncOperations.Sync(ctx, run.txn, desired, slices.Values(run.changes))
 	})
 }
 

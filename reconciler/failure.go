@@ -26,6 +26,10 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 	c.status.Recent.Add(health.Failure{Key: r.key, Err: msg, At: now})
 	c.failLog.Write(&r.loggedErr, &r.loggedAt, printableKey(r.key), string(v.op), msg, r.attempts+1, now)
 	r.attempts++
+	if v.giveUp == whyCycle {
+		c.t.holdCycle(r, msg, now)
+		return
+	}
 	if v.giveUp != whyNone {
 		var refreshAt time.Time
 		if c.cfg.RefreshInterval != Off && c.cfg.SyncOperations == nil && !r.deleted {

@@ -224,6 +224,9 @@ func (f *fullState[Obj]) settleFailedDeletes() {
 // rather than removes what it cannot place.
 func prunedSet[Obj comparable](f *reconciler[Obj], t *task[Obj]) iter.Seq2[Obj, statedb.Revision] {
 	all := f.cfg.Table.All(t.txn)
+	if f.cfg.DependsOn != nil {
+		all = depOrder(all, f.keyOf, f.cfg.DependsOn) // dependencies first
+	}
 	if t.unowned == nil {
 		return all
 	}

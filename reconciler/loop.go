@@ -243,9 +243,6 @@ func (l *loop[Obj]) pull(now time.Time) int {
 		}
 	}
 	l.markRead(!l.moreChanges)
-	if l.readAll && l.t.deps != nil {
-		l.t.deps.rankSeeds() // once: the first read is done
-	}
 	l.commits.own.ReadPast(l.readTo)
 	if l.moreChanges && l.t.order != nil {
 		picked += l.readAhead(txn, now) // what the order takes first, read before the backlog

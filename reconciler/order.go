@@ -321,6 +321,9 @@ func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.T
 			t.move(r, stBlocked, whyNone, r.err, time.Time{}, now)
 			return
 		}
+		if t.deps != nil && !r.deleted {
+			t.depApply(r.key, r.obj) // the target may hold it from now on
+		}
 		t.lastAttempt++
 		r.attempt, r.running = t.lastAttempt, t.lastAttempt
 		t.executing++

@@ -19,9 +19,7 @@ import (
 // keeps the key busy; its result will not be wanted.
 func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
 	t.deleted.forget(key)
-	if t.deps != nil {
-		t.forgetCycle(key, now) // a key of a cycle changed: the others are tried again
-	}
+	cyclic := t.deps != nil && t.deps.cycles[key] != nil
 	r := t.row(key)
 	var logged string
 	var loggedAt time.Time
@@ -41,6 +39,9 @@ func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt state
 	}
 	r.askedAt = askedAt
 	t.enter(r, t.queuedState(r), whyNone, now)
+	if cyclic {
+		t.forgetCycle(key, now) // a key of a cycle changed (its new row in place): the cycles are judged again
+	}
 	return r
 }
 

@@ -1,0 +1,260 @@
+package reconciler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// TestModelDependencies draws random dependency graphs (cycles, missing
+// dependencies and self-dependencies included) and writes, changes and
+// deletes objects at random, in bursts, while the target fails half of
+// its calls and takes random time, with up to 4 workers. The target
+// checks, as each operation starts:
+//
+//   - no Update starts while a key it depends on is absent from the
+//     target or has an operation running;
+//   - no Delete starts while the target holds an object that names the
+//     key as a dependency.
+//
+// Once the faults stop and everything settles: every key whose
+// dependencies are all (transitively) in the table with no cycle is Done
+// with its value in the target; every key on a cycle carries the cycle
+// error; every other key is Blocked (Explain says so); a deleted key is
+// gone from the target unless its Delete is Blocked (Explain says so),
+// and then an object of the table names it.
+//
+// The seed is printed; CONVERGE_MODEL_SEED replays one.
+func TestModelDependencies(t *testing.T) {
+	for _, seed := range modelSeeds(t, []uint64{1, 2, 3, 4, 5, 6, 7, 8}) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Logf("replay: CONVERGE_MODEL_SEED=%d go test -race -run 'TestModelDependencies' ./reconciler", seed)
+			inModelBubble(t, func(t *testing.T) { runDepsModel(t, seed) })
+		})
+	}
+}
+
+const depsModelKeys = 12
+
+// depTarget is the model's target: values by key, with the rules of
+// dependencies checked as operations start.
+type depTarget struct {
+	mu         sync.Mutex
+	rng        *rand.Rand
+	faults     bool
+	state      map[string]string
+	running    map[string]bool
+	violations []string
+}
+
+func (m *depTarget) begin(key string, check func() string) (fail bool, latency time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v := check(); v != "" {
+		m.violations = append(m.violations, v)
+	}
+	m.running[key] = true
+	return m.faults && m.rng.IntN(2) == 0, time.Duration(m.rng.IntN(3000)) * time.Microsecond
+}
+
+func (m *depTarget) end(key string, fail bool, apply func()) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.running, key)
+	if fail {
+		return errors.New("injected failure")
+	}
+	apply()
+	return nil
+}
+
+type depModelOps struct{ m *depTarget }
+
+func (o depModelOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *testObject) error {
+	m := o.m
+	fail, latency := m.begin(obj.ID, func() string {
+		for _, d := range dependsOn(obj) {
+			if _, ok := m.state[string(d)]; !ok || m.running[string(d)] {
+				return fmt.Sprintf("update of %s (%s) started while its dependency %s is absent (%v) or busy (%v)",
+					obj.ID, obj.Value, d, !ok, m.running[string(d)])
+			}
+		}
+		return ""
+	})
+	time.Sleep(latency)
+	return m.end(obj.ID, fail, func() { m.state[obj.ID] = obj.Value })
+}
+
+func (o depModelOps) Delete(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, obj *testObject) error {
+	m := o.m
+	fail, latency := m.begin(obj.ID, func() string {
+		for k, v := range m.state {
+			if k != obj.ID && slices.Contains(strings.Split(strings.SplitN(v+">", ">", 3)[1], ","), obj.ID) {
+				return fmt.Sprintf("delete of %s started while %s (%s), which depends on it, is in the target", obj.ID, k, v)
+			}
+		}
+		return ""
+	})
+	time.Sleep(latency)
+	return m.end(obj.ID, fail, func() { delete(m.state, obj.ID) })
+}
+
+func (o depModelOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*testObject, statedb.Revision]) error {
+	return nil
+}
+
+func runDepsModel(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x64657073))
+	m := &depTarget{rng: rand.New(rand.NewPCG(seed, 1)), faults: true, state: map[string]string{}, running: map[string]bool{}}
+	f := newFixture(t)
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.hive.Stop(f.log, context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	cfg := reconciler.Config[*testObject]{
+		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond, RoundSize: 5,
+		RefreshInterval: reconciler.Off, FullReconciliationInterval: reconciler.Off,
+		Concurrency: 1 + rng.IntN(4), DependsOn: dependsOn,
+	}
+	r := mustNew(t, f, testConfig(f, depModelOps{m}, cfg))
+	f.markInit()
+	live := map[string]string{}
+	version := 0
+	var written statedb.Revision
+	for range 250 {
+		keys := []int{rng.IntN(depsModelKeys)}
+		if rng.IntN(20) == 0 {
+			keys = rng.Perm(depsModelKeys)[:1+rng.IntN(depsModelKeys)]
+		}
+		wtxn := f.db.WriteTxn(f.table)
+		for _, k := range keys {
+			key := fmt.Sprintf("k%02d", k)
+			if _, ok := live[key]; ok && rng.IntN(4) == 0 {
+				f.table.Delete(wtxn, &testObject{ID: key})
+				delete(live, key)
+				continue
+			}
+			version++
+			var deps []string
+			for range rng.IntN(3) {
+				deps = append(deps, fmt.Sprintf("k%02d", rng.IntN(depsModelKeys+2))) // some never written
+			}
+			live[key] = fmt.Sprintf("v%d>%s", version, strings.Join(deps, ","))
+			f.table.Insert(wtxn, &testObject{ID: key, Value: live[key], Status: reconciler.StatusPending()})
+		}
+		written = f.table.Revision(wtxn)
+		wtxn.Commit()
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+	}
+	m.mu.Lock()
+	m.faults = false
+	m.mu.Unlock()
+	// Everything that can settle does: every write read, no operation
+	// runs, no retry waits.
+	for {
+		synctest.Wait()
+		s := r.Status()
+		e, err := r.Explain(context.Background(), []byte("k00"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.ReadTo >= written && s.InFlight == 0 && s.Retries == 0 && s.Waiting == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	checkDepsModel(t, f, r, m, live)
+}
+
+// checkDepsModel checks the settled state against the graph of live.
+func checkDepsModel(t *testing.T, f *fixture, r reconciler.Reconciler[*testObject], m *depTarget, live map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range m.violations {
+		t.Error(v)
+	}
+	deps := func(k string) []string {
+		var out []string
+		for _, d := range dependsOn(&testObject{Value: live[k]}) {
+			out = append(out, string(d))
+		}
+		return out
+	}
+	onCycle := func(k string) bool { // k reaches itself
+		seen := map[string]bool{}
+		stack := deps(k)
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if n == k {
+				return true
+			}
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			if _, ok := live[n]; ok {
+				stack = append(stack, deps(n)...)
+			}
+		}
+		return false
+	}
+	explain := func(k string) reconciler.Explanation {
+		e, err := r.Explain(context.Background(), []byte(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for k, v := range live {
+		st := tableStatus(f, k)
+		depsDone := true
+		for _, d := range deps(k) {
+			depsDone = depsDone && tableStatus(f, d).Kind == reconciler.StatusKindDone
+		}
+		switch {
+		case st.Kind == reconciler.StatusKindDone:
+			// (A dependency only gates: it may have changed since.)
+			if m.state[k] != v {
+				t.Errorf("%s (%s) is Done, but the target holds %q", k, v, m.state[k])
+			}
+		case onCycle(k):
+			if st.Kind != reconciler.StatusKindError || !strings.Contains(st.Error, "dependency cycle") {
+				t.Errorf("%s (%s) is on a cycle: %s %q, want the cycle error\n%s\n%v", k, v, st.Kind, st.Error, explain(k), live)
+			}
+		case depsDone:
+			t.Errorf("%s (%s): every dependency is Done, no cycle, yet it is %s %q\n%s", k, v, st.Kind, st.Error, explain(k))
+		default:
+			e := explain(k)
+			d, _, _ := strings.Cut(strings.TrimPrefix(e.Reason, "blocked on "), ":")
+			if e.State != reconciler.KeyBlocked || !slices.Contains(deps(k), d) || tableStatus(f, d).Kind == reconciler.StatusKindDone {
+				t.Errorf("%s (%s) waits for a dependency not Done: want Blocked on it\n%s\n%v", k, v, e, live)
+			}
+		}
+	}
+	for k, v := range m.state {
+		if _, ok := live[k]; ok {
+			continue
+		}
+		e := explain(k)
+		if e.State != reconciler.KeyBlocked || !e.Deleted {
+			t.Errorf("%s (%s) was deleted but is in the target, and its Delete is not Blocked:\n%s", k, v, e)
+		}
+	}
+}
