@@ -199,6 +199,11 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 	g := t.deps
 	w := depWaiter[Obj]{r: r, gen: r.gen, since: now}
 	g.blockedAt = append(g.blockedAt, w)
+	if n := len(g.blockedAt); n >= 64 && n&(n-1) == 0 {
+		// At each doubling, drop what went stale: a key blocked for good
+		// at the head keeps oldestBlocked from trimming the rest.
+		g.blockedAt = compactWaiters(g.blockedAt)
+	}
 	g.heaps.push(r)
 	if r.deleted {
 		g.delWaiting[r.key] = r

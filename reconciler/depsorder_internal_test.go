@@ -37,26 +37,7 @@ func TestDepOrderDependenciesFirst(t *testing.T) {
 			}
 			return ks
 		}
-		// reaches[i][j]: j is reachable from i along dependencies.
-		reach := func(from, to int) bool {
-			seen := map[int]bool{}
-			stack := []int{from}
-			for len(stack) > 0 {
-				x := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				for _, d := range deps[x] {
-					if d >= n || seen[d] {
-						continue
-					}
-					if d == to {
-						return true
-					}
-					seen[d] = true
-					stack = append(stack, d)
-				}
-			}
-			return false
-		}
+		reach := func(from, to int) bool { return reaches(deps, from, to) }
 		pos := map[int]int{}
 		for i, rev := range depOrder(objs, key, dependsOn) {
 			if _, dup := pos[i]; dup {
@@ -102,4 +83,26 @@ func TestDepOrderStops(t *testing.T) {
 	if fmt.Sprint(got) != "[a b]" {
 		t.Fatalf("got %v, want [a b]", got)
 	}
+}
+
+// reaches reports whether to is reachable from from along deps (indexes
+// past the graph are outside the set).
+func reaches(deps [][]int, from, to int) bool {
+	seen := map[int]bool{}
+	stack := []int{from}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range deps[x] {
+			if d >= len(deps) || seen[d] {
+				continue
+			}
+			if d == to {
+				return true
+			}
+			seen[d] = true
+			stack = append(stack, d)
+		}
+	}
+	return false
 }

@@ -351,6 +351,7 @@ func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
 		ts.refresh.Fired()
 	case <-ts.health.C():
 		ts.health.Fired()
+		l.status.Dirty = true // a report is due: a postponed one, or a key blocked long
 	case <-ts.full.C():
 		ts.full.Fired()
 		l.full.wanted = true

@@ -173,12 +173,7 @@ func (run *configRun) checkExplain(key string) {
 	}
 	switch e.State {
 	case reconciler.KeyDone:
-		switch {
-		case !live || obj == nil || obj.Status.Kind != reconciler.StatusKindDone:
-			bad("the table does not hold it Done")
-		case m.state[key] != value && !m.running[key]:
-			bad("the target does not hold its value " + value)
-		}
+		checkExplainDone(m, key, value, live, obj, bad)
 	case reconciler.KeyAbsent:
 		if live {
 			bad("the table holds it")
@@ -198,5 +193,17 @@ func (run *configRun) checkExplain(key string) {
 		if m.failures[key] == 0 && !deferred {
 			bad("it has not failed")
 		}
+	}
+}
+
+// checkExplainDone checks a Done answer: the table holds the key's
+// latest value Done, and the target holds it (or an operation on it
+// runs).
+func checkExplainDone(m *modelTarget, key, value string, live bool, obj *testObject, bad func(string)) {
+	switch {
+	case !live || obj == nil || obj.Status.Kind != reconciler.StatusKindDone:
+		bad("the table does not hold it Done")
+	case m.state[key] != value && !m.running[key]:
+		bad("the target does not hold its value " + value)
 	}
 }

@@ -196,25 +196,7 @@ func checkDepsModel(t *testing.T, f *fixture, r reconciler.Reconciler[*testObjec
 		}
 		return out
 	}
-	onCycle := func(k string) bool { // k reaches itself
-		seen := map[string]bool{}
-		stack := deps(k)
-		for len(stack) > 0 {
-			n := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			if n == k {
-				return true
-			}
-			if seen[n] {
-				continue
-			}
-			seen[n] = true
-			if _, ok := live[n]; ok {
-				stack = append(stack, deps(n)...)
-			}
-		}
-		return false
-	}
+	onCycle := func(k string) bool { return onDepsCycle(live, deps, k) }
 	explain := func(k string) reconciler.Explanation {
 		e, err := r.Explain(context.Background(), []byte(k))
 		if err != nil {
@@ -248,6 +230,12 @@ func checkDepsModel(t *testing.T, f *fixture, r reconciler.Reconciler[*testObjec
 			}
 		}
 	}
+	checkDeletedKept(t, m, live, explain)
+}
+
+// checkDeletedKept checks that a key deleted from the table and still in
+// the target has its Delete Blocked.
+func checkDeletedKept(t *testing.T, m *depTarget, live map[string]string, explain func(string) reconciler.Explanation) {
 	for k, v := range m.state {
 		if _, ok := live[k]; ok {
 			continue
@@ -257,4 +245,26 @@ func checkDepsModel(t *testing.T, f *fixture, r reconciler.Reconciler[*testObjec
 			t.Errorf("%s (%s) was deleted but is in the target, and its Delete is not Blocked:\n%s", k, v, e)
 		}
 	}
+}
+
+// onDepsCycle reports whether k reaches itself along the dependencies of
+// the live objects.
+func onDepsCycle(live map[string]string, deps func(string) []string, k string) bool {
+	seen := map[string]bool{}
+	stack := deps(k)
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == k {
+			return true
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if _, ok := live[n]; ok {
+			stack = append(stack, deps(n)...)
+		}
+	}
+	return false
 }

@@ -93,15 +93,7 @@ func (h *State) Report(health cell.Health, now time.Time, objects int, suspended
 			if more := failing.N - min(failing.N, MaxErrors); more > 0 {
 				errs = append(errs, fmt.Errorf("and %d more", more))
 			}
-			msg := fmt.Sprintf("Degraded: %d object(s) failing", failing.N)
-			switch {
-			case whole.What != "" && failing.N == 0:
-				msg = "Degraded: " + whole.What
-			case whole.What != "":
-				msg += ", " + whole.What
-			case whole.Err != nil:
-				msg += ", " + whole.Op + " failed"
-			}
+			msg := degradedMessage(failing.N, whole)
 			h.last = msg
 			health.Degraded(msg[len("Degraded: "):], errors.Join(errs...))
 		}
@@ -121,6 +113,20 @@ func (h *State) Report(health cell.Health, now time.Time, objects int, suspended
 		h.last = msg
 		health.OK(msg)
 	}
+}
+
+// degradedMessage is a Degraded report's first line.
+func degradedMessage(failing int, whole Whole) string {
+	msg := fmt.Sprintf("Degraded: %d object(s) failing", failing)
+	switch {
+	case whole.What != "" && failing == 0:
+		msg = "Degraded: " + whole.What
+	case whole.What != "":
+		msg += ", " + whole.What
+	case whole.Err != nil:
+		msg += ", " + whole.Op + " failed"
+	}
+	return msg
 }
 
 // Failure is one recent failure: a primary key (raw: made printable only

@@ -1,0 +1,159 @@
+package reconciler_test
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cilium/hive/cell"
+	"github.com/cilium/statedb"
+
+	"github.com/converge-go/converge/reconciler"
+)
+
+// How dependencies meet the rest of the engine: the waiting order, other
+// replicas, health, and the full reconciliation's order.
+
+// TestBlockedAgesFromRelease: a Blocked key does not age: its MaxWait
+// clock starts when it becomes ready. Blocked for an hour, it is not
+// overdue when released, and requests of a higher priority that were
+// ready before it still go first; its dependency, of the top priority,
+// goes first of all.
+func TestBlockedAgesFromRelease(t *testing.T) {
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		withDeps(cfg)
+		cfg.MaxWait = 100 * time.Millisecond
+		cfg.Priority = func(o *testObject) int {
+			switch {
+			case o.ID == "dir":
+				return 2
+			case strings.HasPrefix(o.ID, "hi"):
+				return 1
+			}
+			return 0
+		}
+	}, func(f *fixture, ops *timedOps) {
+		tg := f.target("")
+		tg.SetLatency(func() time.Duration { return 3 * time.Millisecond })
+		insert(t, f, pendingObject("file", "v>dir"))
+		synctest.Wait()
+		time.Sleep(time.Hour)
+		insert(t, f, pendingObject("dir", "d"), pendingObject("hi1", "v"), pendingObject("hi2", "v"), pendingObject("hi3", "v"))
+		synctest.Wait()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		want := []string{"update(dir)", "update(hi1)", "update(hi2)", "update(hi3)", "update(file)"}
+		if got := tg.History(); !slices.Equal(got, want) {
+			t.Fatalf("order %v, want %v", got, want)
+		}
+	})
+}
+
+// TestDependencyOwnedElsewhere: a dependency another replica owns cannot
+// be seen Done here: its dependent is Blocked, and Explain says why; once
+// this replica owns it and reconciles it, the dependent is released.
+func TestDependencyOwnedElsewhere(t *testing.T) {
+	var own *flipOwnership
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		own = newFlipOwnership() // in the bubble: its channel is waited on durably
+		own.all, own.set = false, map[string]bool{"file": true}
+		withDeps(cfg)
+		cfg.Ownership = own
+	}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("dir", "d"), pendingObject("file", "v>dir"))
+		synctest.Wait()
+		e := explainKey(t, f, "file")
+		if e.State != reconciler.KeyBlocked || e.Reason != "blocked on dir: owned by another replica: its Done is not seen here" {
+			t.Fatalf("Explain: %s %q", e.State, e.Reason)
+		}
+		own.flip(f, true, nil)
+		synctest.Wait()
+		if st := tableStatus(f, "file"); st.Kind != reconciler.StatusKindDone {
+			t.Fatalf("file %s after its dependency came to this replica:\n%s", st.Kind, explainKey(t, f, "file"))
+		}
+	})
+}
+
+// TestBlockedHealth: a key Blocked for over a minute makes health
+// Degraded, naming it and what it waits for; released, health is OK.
+func TestBlockedHealth(t *testing.T) {
+	inBubble(t, withDeps, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("file", "v>dir"))
+		synctest.Wait()
+		level := func() (cell.Level, string) {
+			h := f.jobHealth("reconcile")
+			if h == nil {
+				t.Fatal("no health for the reconciler's job")
+			}
+			h.Lock()
+			defer h.Unlock()
+			return h.Level, h.Status + ": " + fmt.Sprint(h.Error)
+		}
+		if l, msg := level(); l != cell.StatusOK {
+			t.Fatalf("health %s %q after a few seconds blocked", l, msg)
+		}
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		l, msg := level()
+		if l != cell.StatusDegraded || !strings.Contains(msg, "1 key(s) blocked on dependencies") ||
+			!strings.Contains(msg, "file: blocked on dir: not in the table") {
+			t.Fatalf("health %s %q after a minute blocked", l, msg)
+		}
+		insert(t, f, pendingObject("dir", "d"))
+		synctest.Wait()
+		if l, msg := level(); l != cell.StatusOK {
+			t.Fatalf("health %s %q once released", l, msg)
+		}
+	})
+}
+
+// pruneOrderOps records the order in which Prune sees the desired objects.
+type pruneOrderOps struct {
+	*timedOps
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *pruneOrderOps) Prune(ctx context.Context, txn statedb.ReadTxn, objs iter.Seq2[*testObject, statedb.Revision]) error {
+	o.mu.Lock()
+	o.seen = o.seen[:0]
+	for obj := range objs {
+		o.seen = append(o.seen, obj.ID)
+	}
+	o.mu.Unlock()
+	return o.timedOps.Prune(ctx, txn, objs)
+}
+
+// TestPruneInDependencyOrder: Prune gets the desired objects dependencies
+// first, whatever their order in the table.
+func TestPruneInDependencyOrder(t *testing.T) {
+	var ops *pruneOrderOps
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		withDeps(cfg)
+		ops = &pruneOrderOps{timedOps: cfg.Operations.(*timedOps)}
+		cfg.Operations = ops
+	}, func(f *fixture, _ *timedOps) {
+		// In key order (the table's), each depends on the next.
+		insert(t, f, pendingObject("a", "v>b"), pendingObject("b", "v>c"), pendingObject("c", "v>d"), pendingObject("d", "v"),
+			pendingObject("e", "v"))
+		synctest.Wait()
+		r, _ := f.reconciler("")
+		r.TriggerFullReconciliation()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.WaitUntilPruned(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+			t.Fatal(err)
+		}
+		ops.mu.Lock()
+		defer ops.mu.Unlock()
+		if want := []string{"d", "c", "b", "a", "e"}; !slices.Equal(ops.seen, want) {
+			t.Fatalf("Prune saw %v, want %v", ops.seen, want)
+		}
+	})
+}
