@@ -1,0 +1,156 @@
+package dirsource_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/converge-go/converge/source/dirsource"
+)
+
+// repeatedKeys is a mapping of n copies of one key (issue 52: 2,000 of
+// them, 16 KB, took 15 s and 1.6 GB, and a 120 MB error).
+func repeatedKeys(n int) []byte {
+	return []byte(strings.Repeat("name: x\n", n))
+}
+
+// distinctKeys is a mapping of n different keys (issue 52: 40,000 of
+// them took 45 s, without any error).
+func distinctKeys(n int) []byte {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "k%07d: 1\n", i)
+	}
+	return []byte(b.String())
+}
+
+// fullMappings is n documents, each a mapping of MaxKeys keys of the
+// same length that differ only at their end: within the bounds, and each
+// one as costly as yaml's pairwise check of keys makes a mapping.
+func fullMappings(n int) []byte {
+	var b strings.Builder
+	for d := range n {
+		b.WriteString("---\n")
+		for i := range dirsource.MaxKeys {
+			fmt.Fprintf(&b, "%s%05d%05d: 1\n", strings.Repeat("k", 40), d, i)
+		}
+	}
+	return []byte(b.String())
+}
+
+// aliasedMapping is a mapping of MaxKeys keys that n aliases refer to,
+// in a sequence: the aliases expand it n times.
+func aliasedMapping(n int) []byte {
+	var b strings.Builder
+	b.WriteString("- &m\n")
+	for i := range dirsource.MaxKeys {
+		fmt.Fprintf(&b, "  k%05d: 1\n", i)
+	}
+	b.WriteString(strings.Repeat("- *m\n", n))
+	return []byte(b.String())
+}
+
+type anyDoc = map[string]any
+
+// The cases of issue 52 are refused at once, with a short error.
+func TestDecodeYAMLRefusesHostileMappings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want string
+	}{
+		{"2,000 repeated keys", repeatedKeys(2000), `line 2: mapping key "name" already defined at line 1`},
+		{"40,000 distinct keys", distinctKeys(40000), "a mapping of 40000 keys, over 1000"},
+		{"over MaxNodes", []byte(strings.Repeat("- 1\n", dirsource.MaxNodes)), "over 100000 nodes"},
+		{"aliases over MaxNodes", []byte("a: &s [" + strings.Repeat("1, ", 1000) + "]\nb: [" + strings.Repeat("*s, ", 100) + "]\n"), "over 100000 nodes"},
+		{"aliases over MaxKeyWork", aliasedMapping(60), "keys × key bytes"},
+		{"long keys aliased", []byte("- &m\n  ? " + strings.Repeat("k", 100_000) + "a\n  : 1\n  ? " + strings.Repeat("k", 100_000) + "b\n  : 2\n" + strings.Repeat("- *m\n", 1000)),
+			"over 16777216 bytes"},
+		{"anchor in itself", []byte("a: &x [1, *x]\n"), `anchor "x" contains itself`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, opts := range [][]dirsource.DecodeOption{nil, {dirsource.Lenient()}} {
+				_, err := dirsource.DecodeYAML[anyDoc](tc.data, opts...)
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("error %v, want one containing %q", err, tc.want)
+				}
+				if len(err.Error()) > 300 {
+					t.Fatalf("a %d-byte error", len(err.Error()))
+				}
+			}
+		})
+	}
+	if _, err := dirsource.DecodeYAML[anyDoc](distinctKeys(40000)); !errors.Is(err, dirsource.ErrTooComplex) {
+		t.Fatalf("error %v, want ErrTooComplex", err)
+	}
+}
+
+// What is within the bounds decodes.
+func TestDecodeYAMLWithinBounds(t *testing.T) {
+	got, err := dirsource.DecodeYAML[anyDoc](fullMappings(2))
+	if err != nil || len(got) != 2 || len(got[1]) != dirsource.MaxKeys {
+		t.Fatalf("%d documents, %v", len(got), err)
+	}
+	seqs, err := dirsource.DecodeYAML[[]anyDoc](aliasedMapping(40))
+	if err != nil || len(seqs) != 1 || len(seqs[0]) != 41 {
+		t.Fatalf("%d documents, %v", len(seqs), err)
+	}
+}
+
+// A document of many unknown fields makes an error of a bounded number
+// of messages.
+func TestDecodeYAMLErrorCountBounded(t *testing.T) {
+	_, err := dirsource.DecodeYAML[svc](distinctKeys(900))
+	if err == nil || !strings.Contains(err.Error(), "and 890 more") || len(err.Error()) > 2000 {
+		t.Fatalf("error (%d bytes) %.300v", len(err.Error()), err)
+	}
+}
+
+// perByte returns the least time per byte of decoding data over a few
+// trials: the least is the one the machine's other load disturbed least.
+func perByte(data []byte) float64 {
+	best := time.Duration(1 << 62)
+	for range 5 {
+		start := time.Now()
+		_, _ = dirsource.DecodeYAML[anyDoc](data)
+		_, _ = dirsource.DecodeYAML[svc](data, dirsource.Lenient())
+		best = min(best, time.Since(start))
+	}
+	return float64(best) / float64(len(data))
+}
+
+// Decoding a hostile manifest takes time linear in it: twice the input
+// costs about the same per byte, not twice as much (repeated keys were
+// quadratic: 500 keys 0.8 s, 1,000 keys 3.2 s). The bound is generous
+// (2×, where quadratic growth gives 2× and the issue's inputs more);
+// times are compared, never asserted.
+func TestDecodeYAMLHostileIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	for _, tc := range []struct {
+		name string
+		gen  func(int) []byte
+		n    int
+	}{
+		{"repeated keys", repeatedKeys, 4000},
+		{"distinct keys", distinctKeys, 20000},
+		{"full mappings", fullMappings, 4},
+		{"aliased mapping", aliasedMapping, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ratio float64
+			for range 3 { // a retry for a trial the machine's load spoiled
+				small, large := perByte(tc.gen(tc.n)), perByte(tc.gen(2*tc.n))
+				ratio = large / small
+				t.Logf("n=%d: %.1f ns/byte, 2n: %.1f ns/byte, ratio %.2f", tc.n, small, large, ratio)
+				if ratio < 1.6 {
+					return
+				}
+			}
+			t.Fatalf("twice the input cost %.2f times as much per byte", ratio)
+		})
+	}
+}
