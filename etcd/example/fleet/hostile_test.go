@@ -2,12 +2,16 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/converge-go/converge/etcd/etcdsource"
 )
 
 // Issue 52 item 7: the fleet's HTTP server has the Host rule of the other
@@ -70,6 +74,66 @@ func TestCredentialsRefusedOverPlainHTTP(t *testing.T) {
 			case tc.want == "" && len(tc.args) > 2 && cfg.Password != "secret":
 				t.Fatalf("password %q", cfg.Password)
 			}
+		})
+	}
+}
+
+// FuzzDecodeGroup: any etcd key and value decode into one valid group or
+// fail, without panicking.
+func FuzzDecodeGroup(f *testing.F) {
+	for _, s := range [][2]string{{"web", `{"size": 2, "image": "web:1"}`}, {"a/b", `{}`}, {"", `{"size": -1}`},
+		{"x", `{"size": 1, "size": 2}`}, {"y", `{"image": "\ud800"}`}, {"z", `[`}} {
+		f.Add(s[0], []byte(s[1]))
+	}
+	decode := decodeGroup("/fleet/desired/")
+	f.Fuzz(func(t *testing.T, name string, value []byte) {
+		groups, err := decode(etcdsource.KeyValue{Key: "/fleet/desired/" + name, Value: value})
+		if err != nil {
+			return
+		}
+		if len(groups) != 1 || groups[0].Name != name || name == "" || strings.Contains(name, "/") || groups[0].Spec.Size < 0 {
+			t.Fatalf("%q %q: %+v", name, value, groups)
+		}
+	})
+}
+
+// Decoding an etcd value takes time linear in it, whatever it holds (a
+// key repeated many times, many unknown keys): twice the value costs
+// about the same per byte.
+func TestDecodeGroupIsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("timing")
+	}
+	decode := decodeGroup("/fleet/desired/")
+	for name, gen := range map[string]func(int) []byte{
+		"repeated key": func(n int) []byte { return []byte("{" + strings.Repeat(`"size": 1, `, n/11) + `"image": "x"}`) },
+		"unknown keys": func(n int) []byte {
+			var b strings.Builder
+			b.WriteString("{")
+			for i := 0; b.Len() < n; i++ {
+				fmt.Fprintf(&b, `"k%07d": 1, `, i)
+			}
+			return []byte(b.String() + `"size": 1}`)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			perByte := func(v []byte) float64 {
+				best := time.Duration(1 << 62)
+				for range 5 {
+					start := time.Now()
+					_, _ = decode(etcdsource.KeyValue{Key: "/fleet/desired/g", Value: v})
+					best = min(best, time.Since(start))
+				}
+				return float64(best) / float64(len(v))
+			}
+			var ratio float64
+			for range 3 {
+				small, large := perByte(gen(1<<20)), perByte(gen(2<<20))
+				if ratio = large / small; ratio < 1.6 {
+					return
+				}
+			}
+			t.Fatalf("twice the value cost %.2f times as much per byte", ratio)
 		})
 	}
 }
