@@ -154,3 +154,44 @@ func TestDecodeYAMLHostileIsLinear(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkDecodeYAMLWorst decodes manifests of DefaultMaxFileSize (4
+// MiB) built to cost the most within the bounds, for the figures of
+// docs/security.md: one-byte list items (the densest node tree, refused
+// over MaxNodes once yaml has built it), repeated keys, mappings of
+// MaxKeys keys with long common prefixes, and one such mapping expanded by
+// aliases up to MaxKeyWork.
+//
+//	go test -run '^$' -bench DecodeYAMLWorst -benchmem ./source/dirsource
+func BenchmarkDecodeYAMLWorst(b *testing.B) {
+	size := dirsource.DefaultMaxFileSize
+	fill := func(unit string) []byte { return []byte(strings.Repeat(unit, size/len(unit))) }
+	var full strings.Builder
+	for d := 0; full.Len() < size-60_000; d++ {
+		full.WriteString("---\n")
+		for i := range dirsource.MaxKeys {
+			fmt.Fprintf(&full, "%s%05d%05d: 1\n", strings.Repeat("k", 40), d, i)
+		}
+	}
+	var aliased strings.Builder
+	aliased.WriteString("- &m\n")
+	for i := range dirsource.MaxKeys {
+		fmt.Fprintf(&aliased, "  %s%05d: 1\n", strings.Repeat("k", 100), i)
+	}
+	// 1,000 keys of 105 bytes: 105 MB of key work per expansion.
+	aliased.WriteString(strings.Repeat("- *m\n", 1))
+	for name, data := range map[string][]byte{
+		"list items":       fill("- 1\n"),
+		"flow list items":  []byte("[" + strings.Repeat("1,", size/2-1) + "]"),
+		"repeated keys":    fill("name: x\n"),
+		"full mappings":    []byte(full.String()),
+		"aliased mappings": []byte(aliased.String()),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				_, _ = dirsource.DecodeYAML[anyDoc](data)
+			}
+		})
+	}
+}
