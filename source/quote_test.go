@@ -73,11 +73,11 @@ func FuzzQuote(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		q := source.Quote(s)
-		shown, rest, _ := strings.Cut(q, `"...`)
-		if rest == "" {
-			shown = q
-		} else {
-			shown += `"`
+		// A cut value is its quoted prefix, then "... (N bytes)"; the
+		// prefix itself may hold `"...` (the value "..." does).
+		shown := q
+		if i := strings.LastIndex(q, `"... (`); i >= 0 && strings.HasSuffix(q, " bytes)") {
+			shown = q[:i+1]
 		}
 		prefix, err := strconv.Unquote(shown)
 		if err != nil {
