@@ -34,7 +34,7 @@ func Lenient() DecodeOption { return func(o *decodeOptions) { o.lenient = true }
 // as "yaml: line 3: ..." for a syntax error or "line 3: field imgae not
 // found in type ..." for a bad field, and say which document failed.
 // They quote no more than a short prefix of any key, value, tag or anchor
-// (see source.Quote), and hold at most maxTypeErrors messages: a
+// (see source.Quote), and hold at most ten of yaml's messages: a
 // manifest's errors go to health.
 //
 // Decoding takes time linear in the size of data: each document is first
