@@ -13,7 +13,8 @@ import (
 
 // fileAPI serves the desired files over HTTP:
 //
-//	GET    /files         every desired file with its status
+//	GET    /files         every desired file with its status (fileView:
+//	                      no content)
 //	GET    /files/{name}  one of them
 //	GET    /explain/{name} why that file is not Done (text; JSON with ?json)
 //	PUT    /files/{name}  create or change one: {"content": "...", "mode": "0644"}
@@ -55,8 +56,30 @@ func (a *fileAPI) explain(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprint(w, e)
 }
 
+// fileView is a desired file as GET shows it: its content left out, and
+// its size instead. The API has no authentication, and a file from
+// --desired-dir comes from a manifest its caller may not be allowed to
+// read (a root-only directory, a 0600 file); an API file's content is
+// written where the caller may not read it either.
+type fileView struct {
+	Name   string            `json:"name"`
+	Size   int               `json:"size"`
+	Mode   FileMode          `json:"mode"`
+	Origin string            `json:"origin,omitempty"`
+	Status reconciler.Status `json:"status"`
+}
+
+func viewOf(f *File) fileView {
+	return fileView{Name: f.Name, Size: len(f.Content), Mode: f.Mode, Origin: f.Origin, Status: f.Status}
+}
+
 func (a *fileAPI) list(w http.ResponseWriter, r *http.Request) {
-	agentkit.WriteJSON(w, http.StatusOK, a.desired.List())
+	files := a.desired.List()
+	views := make([]fileView, len(files))
+	for i, f := range files {
+		views[i] = viewOf(f)
+	}
+	agentkit.WriteJSON(w, http.StatusOK, views)
 }
 
 func (a *fileAPI) get(w http.ResponseWriter, r *http.Request) {
@@ -66,7 +89,7 @@ func (a *fileAPI) get(w http.ResponseWriter, r *http.Request) {
 		agentkit.WriteError(w, http.StatusNotFound, fmt.Errorf("no desired file %q", name))
 		return
 	}
-	agentkit.WriteJSON(w, http.StatusOK, f)
+	agentkit.WriteJSON(w, http.StatusOK, viewOf(f))
 }
 
 // putRequest is the body of a PUT. Mode is optional (DefaultMode).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the module, one after the other, for a while
-# each. Targets are found with `go test -list '^Fuzz'` in every package, so
-# new ones are picked up without editing this script.
+# Runs every fuzz target of the module and of the nested modules in
+# MODULES, one after the other, for a while each. Targets are found with
+# `go test -list '^Fuzz'` in every package, so new ones are picked up
+# without editing this script.
 #
 #   scripts/fuzz.sh          # 30s per target
 #   scripts/fuzz.sh 5m       # any -fuzztime: a duration, or a count like 100000x
@@ -14,20 +15,25 @@ cd "$(dirname "$0")/.."
 
 FUZZTIME="${1:-30s}"
 
+# The root module and etcd/ (the fleet's decoder of etcd values).
+MODULES=(. etcd)
+
 failed=()
 ran=0
-for pkg in $(go list ./...); do
-	# -list prints the matching names, then "ok <pkg> <time>".
-	targets=$(go test -list '^Fuzz' "$pkg" | grep -E '^Fuzz' || true)
-	for target in $targets; do
-		ran=$((ran + 1))
-		echo "== $pkg $target (-fuzztime $FUZZTIME)"
-		# A short -fuzzminimizetime: minimizing a crasher for long looks
-		# like a hang, and the unminimized input reproduces it as well.
-		if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
-			-fuzzminimizetime=200x "$pkg"; then
-			failed+=("$pkg $target")
-		fi
+for mod in "${MODULES[@]}"; do
+	for pkg in $(cd "$mod" && go list ./...); do
+		# -list prints the matching names, then "ok <pkg> <time>".
+		targets=$(cd "$mod" && go test -list '^Fuzz' "$pkg" | grep -E '^Fuzz' || true)
+		for target in $targets; do
+			ran=$((ran + 1))
+			echo "== $pkg $target (-fuzztime $FUZZTIME)"
+			# A short -fuzzminimizetime: minimizing a crasher for long looks
+			# like a hang, and the unminimized input reproduces it as well.
+			if ! (cd "$mod" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
+				-fuzzminimizetime=200x "$pkg"); then
+				failed+=("$pkg $target")
+			fi
+		done
 	done
 done
 

@@ -202,5 +202,26 @@ echo "== k8s/crtest: go vet, staticcheck, go test -race"
 (cd k8s/crtest && go vet ./... && staticcheck ./... && go test -race -count=1 -timeout 5m ./...)
 # --- end nested module: k8s/ -------------------------------------------------
 
+# --- fuzz: a few seconds per decoder and quoting function ---------------------
+# (owned by the hostile-input work, issue 52; keep this block self-contained)
+# Each target that takes input from others (a manifest, an API body, an etcd
+# value) or cuts what an error quotes runs for FUZZ_SMOKE (default 3s), so a
+# crash an input of the seed corpus' neighbourhood finds fails CI; the long
+# runs are scripts/fuzz.sh's. Lines: module directory, package, target.
+FUZZ_SMOKE=${FUZZ_SMOKE:-3s}
+echo "== fuzz smoke (-fuzztime $FUZZ_SMOKE per target)"
+while read -r mod pkg target; do
+	(cd "$mod" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZ_SMOKE" -fuzzminimizetime=200x "$pkg" </dev/null)
+done <<'FUZZ_TARGETS'
+. ./source FuzzQuote
+. ./source/dirsource FuzzDecodeYAML
+. ./source/dirsource FuzzSafeMessage
+. ./example/internal/agentkit FuzzDecodeJSON
+. ./example/routes FuzzParseRoute
+. ./example/firewall FuzzParseRule
+etcd ./example/fleet FuzzDecodeGroup
+FUZZ_TARGETS
+# --- end fuzz -------------------------------------------------------------------
+
 echo "== go test -race"
 go test -race -count=1 -timeout 15m ./...

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/converge-go/converge/internal/lineartest"
 	"github.com/converge-go/converge/source"
 	"github.com/converge-go/converge/source/sourcetest"
 )
@@ -72,11 +73,11 @@ func FuzzQuote(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		q := source.Quote(s)
-		shown, rest, _ := strings.Cut(q, `"...`)
-		if rest == "" {
-			shown = q
-		} else {
-			shown += `"`
+		// A cut value is its quoted prefix, then "... (N bytes)"; the
+		// prefix itself may hold `"...` (the value "..." does).
+		shown := q
+		if i := strings.LastIndex(q, `"... (`); i >= 0 && strings.HasSuffix(q, " bytes)") {
+			shown = q[:i+1]
 		}
 		prefix, err := strconv.Unquote(shown)
 		if err != nil {
@@ -129,5 +130,22 @@ func TestItemErrorsQuoteShortPrefixes(t *testing.T) {
 	}
 	if msg := snap.Failing[1].Error; !strings.Contains(msg, "appears twice") || !strings.Contains(msg, fmt.Sprintf("(%d bytes)", len(secret))) {
 		t.Errorf("b: %s", msg)
+	}
+}
+
+// ShortenQuoted, and an item's error through it, take time linear in the
+// message whatever it holds: an unclosed " followed by many \" (what made
+// k8ssource's sanitizer quadratic), many long quoted parts, many quote
+// marks. Four times the message (doubled twice) costs about the same per
+// byte: under 2× what the message did, where quadratic work gives 4×.
+func TestShortenQuotedIsLinear(t *testing.T) {
+	for name, gen := range map[string]func(int) string{
+		"unclosed, escaped quotes": func(n int) string { return `x"` + strings.Repeat(`\"`, n/2) },
+		"long quoted parts":        func(n int) string { return strings.Repeat(`"`+strings.Repeat("k", 98)+`"`, n/100) },
+		"quote marks":              func(n int) string { return strings.Repeat("`\"", n/2) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			lineartest.Check(t, 500_000, gen, func(s string) { source.ShortenQuoted(s) })
+		})
 	}
 }

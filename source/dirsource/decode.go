@@ -34,23 +34,43 @@ func Lenient() DecodeOption { return func(o *decodeOptions) { o.lenient = true }
 // as "yaml: line 3: ..." for a syntax error or "line 3: field imgae not
 // found in type ..." for a bad field, and say which document failed.
 // They quote no more than a short prefix of any key, value, tag or anchor
-// (see source.Quote): a manifest's errors go to health. Decoding takes
-// time linear in the size of data. Use it in Config.Decode, followed by
+// (see source.Quote), and hold at most ten of yaml's messages: a
+// manifest's errors go to health.
+//
+// Decoding takes time linear in the size of data: each document is first
+// read into a node tree and checked against MaxKeys, MaxNodes,
+// MaxExpandedBytes and MaxKeyWork (errors wrap ErrTooComplex) before it is
+// decoded into a T. Use it in Config.Decode, followed by
 // checks of your own (quoting what they show with source.Quote).
 func DecodeYAML[T any](data []byte, opts ...DecodeOption) ([]T, error) {
 	var o decodeOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	// Two decoders in step over the same stream: the first builds each
+	// document's node tree (linear) and checks it, the second decodes the
+	// document into a T only once it passed. (A node tree cannot be
+	// decoded strictly: yaml.Node.Decode has no KnownFields.)
+	trees := yaml.NewDecoder(bytes.NewReader(data))
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(!o.lenient)
 	var out []T
 	for i := 1; ; i++ {
-		// A pointer stays nil for an empty document.
-		var v *T
-		err := dec.Decode(&v)
+		var tree yaml.Node
+		err := trees.Decode(&tree)
 		if errors.Is(err, io.EOF) {
 			return out, nil
+		}
+		if err == nil {
+			err = checkDocument(&tree)
+			if err != nil {
+				return nil, fmt.Errorf("document %d: %w", i, err)
+			}
+		}
+		// A pointer stays nil for an empty document.
+		var v *T
+		if err == nil {
+			err = dec.Decode(&v)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("document %d: %w", i, safeError(fixLine(err, data)))

@@ -65,12 +65,15 @@ func TestDecodeYAMLDocuments(t *testing.T) {
 
 // FuzzDecodeYAML: any input decodes or fails without panicking; strict
 // decoding accepts nothing lenient decoding rejects, and agrees with it
-// when it accepts; a syntax error's line is within the input.
+// when it accepts; an error is at most maxErrorBytes; a syntax error's
+// line is within the input.
 func FuzzDecodeYAML(f *testing.F) {
 	for _, s := range []string{"name: db\nport: [5432\n", "name: a\n---\nname: b\n", "{\"name\": 1}", "imgae: x\n", "- a\n", "\t", "? [\n",
 		// YAML's other line breaks: NEL, LS, PS.
 		"name: a\u0085port: [1\u2028", "# c\u2028# d\u2029name: \"x\u0085y\"\nport: [", "\u2029\u2029\r\n\u0085: [\n",
-		"name: \"\u2028\u2028\u2028\"\nport: !!int \u2029\n", "imgae\u2028: x\n"} {
+		"name: \"\u2028\u2028\u2028\"\nport: !!int \u2029\n", "imgae\u2028: x\n",
+		// Repeated keys, aliases, unknown fields.
+		"a: 1\na: 2\n", "- &m {a: 1, b: 2}\n- *m\n- [*m, *m]\n", "a: &x [1, *x]\n", "x: 1\ny: 2\nz: 3\n<<: {name: a}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -78,6 +81,11 @@ func FuzzDecodeYAML(f *testing.F) {
 		lenient, lerr := dirsource.DecodeYAML[svc](data, dirsource.Lenient())
 		if serr == nil && (lerr != nil || !reflect.DeepEqual(strict, lenient)) {
 			t.Fatalf("strict %+v ok, lenient %+v %v", strict, lenient, lerr)
+		}
+		for _, err := range []error{serr, lerr} {
+			if err != nil && len(err.Error()) > maxErrorBytes {
+				t.Fatalf("a %d-byte error: %.300v", len(err.Error()), err)
+			}
 		}
 		if lerr == nil {
 			return
@@ -91,6 +99,10 @@ func FuzzDecodeYAML(f *testing.F) {
 		}
 	})
 }
+
+// maxErrorBytes bounds a decode error: ten messages of at most about 220
+// bytes, "and N more", "document N: ".
+const maxErrorBytes = 4096
 
 func fmtSscan(s string, line *int) (int, error) { return fmt.Sscan(strings.SplitN(s, ":", 2)[0], line) }
 

@@ -41,8 +41,10 @@
 //   - Errors quote no more than a short prefix of a manifest's keys and
 //     values (DecodeYAML's, and the source's for every item; see
 //     source.Quote): health may be served to anyone who can connect.
-//     Decoding takes time linear in the file, and a decode in progress
-//     is abandoned at Stop.
+//     DecodeYAML takes time linear in the file: it refuses repeated keys
+//     and documents over MaxKeys, MaxNodes, MaxExpandedBytes or
+//     MaxKeyWork (ErrTooComplex) before decoding them into a type. A
+//     decode in progress is abandoned at Stop.
 //   - Two files that define the same object are both reported
 //     (source.ErrDuplicate); the file first by name wins, at every resync
 //     and after a restart.

@@ -11,10 +11,13 @@ import (
 	"syscall"
 )
 
-// DefaultMaxFileSize bounds a manifest: far above what people write by
-// hand or a ConfigMap holds (1 MiB), low enough that a stray log file or
-// disk image named *.yaml cannot take the agent's memory.
-const DefaultMaxFileSize = 16 << 20
+// DefaultMaxFileSize bounds a manifest: four times what a ConfigMap holds
+// (1 MiB), low enough that a stray log file or disk image named *.yaml
+// cannot take the agent's memory, nor a hostile manifest: yaml/v3 builds a
+// document's whole node tree before anything can check it, about 100
+// bytes of memory per byte of a manifest of one-byte list items (16 MiB
+// took 1.7 GB), so the bound on the file is the bound on that.
+const DefaultMaxFileSize = 4 << 20
 
 // stamp is what a stat says about a file's content: if none of it
 // changed, the content did not either (a write changes mtime and ctime,

@@ -16,6 +16,10 @@ import (
 // know.
 const maxYAMLMessage = 200
 
+// maxTypeErrors bounds the messages kept of a yaml.TypeError: one per
+// field of a document could be thousands, each rewritten by safeMessage.
+const maxTypeErrors = 10
+
 // safeError returns err, an error of yaml/v3 (line fixed by fixLine),
 // with messages that quote no more than a short prefix (about
 // source.MaxQuoted bytes) of the document's keys, values, tags and
@@ -28,9 +32,13 @@ func safeError(err error) error {
 	var le *lineError
 	switch {
 	case errors.As(err, &te):
-		out := make([]string, len(te.Errors))
-		for i, m := range te.Errors {
+		n := min(len(te.Errors), maxTypeErrors)
+		out := make([]string, n, n+1)
+		for i, m := range te.Errors[:n] {
 			out[i] = safeMessage(m)
+		}
+		if more := len(te.Errors) - n; more > 0 {
+			out = append(out, fmt.Sprintf("and %d more", more))
 		}
 		return &yaml.TypeError{Errors: out}
 	case errors.As(err, &le):

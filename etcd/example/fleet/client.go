@@ -29,6 +29,9 @@ type clientFlags struct {
 	userFromEnv  bool // ETCDCTL_USER, which may hold the password
 	passwordFile string
 	dialTimeout  time.Duration
+	// insecureCredentials lets a user and password go to an endpoint that
+	// is not TLS (http://), where anyone on the path reads them.
+	insecureCredentials bool
 }
 
 // addClientFlags adds the etcd client's flags to fs.
@@ -41,6 +44,8 @@ func addClientFlags(fs *flag.FlagSet) *clientFlags {
 	fs.StringVar(&c.key, "key", "", "the client certificate's key (PEM); env ETCDCTL_KEY")
 	fs.StringVar(&c.user, "user", "", "etcd user name (the password from --password-file or ETCDCTL_PASSWORD); env ETCDCTL_USER, which may be name:password")
 	fs.StringVar(&c.passwordFile, "password-file", "", "file holding the etcd user's password (a trailing newline is dropped)")
+	fs.BoolVar(&c.insecureCredentials, "insecure-credentials", false,
+		"send --user's password to endpoints that are not https:// (by default refused: anyone on the path reads it)")
 	fs.DurationVar(&c.dialTimeout, "dial-timeout", 5*time.Second, "how long to wait for etcd at start; env ETCDCTL_DIAL_TIMEOUT")
 	return c
 }
@@ -83,6 +88,9 @@ func (c *clientFlags) config(getenv func(string) string) (clientv3.Config, error
 	if err := c.auth(&cfg, getenv); err != nil {
 		return cfg, err
 	}
+	if err := c.credentialsOverTLS(cfg); err != nil {
+		return cfg, err
+	}
 	tlsCfg, err := c.tls()
 	if err != nil || tlsCfg == nil {
 		return cfg, err
@@ -120,6 +128,23 @@ func (c *clientFlags) auth(cfg *clientv3.Config, getenv func(string) string) err
 		return fmt.Errorf("--user %s: no password: give --password-file or ETCDCTL_PASSWORD", name)
 	}
 	cfg.Username, cfg.Password = name, password
+	return nil
+}
+
+// credentialsOverTLS refuses a user and password for an endpoint that
+// would carry them in clear (http://, or no scheme, which etcd's client
+// takes as http://), unless --insecure-credentials says so. A unix
+// socket stays on the host, and is allowed.
+func (c *clientFlags) credentialsOverTLS(cfg clientv3.Config) error {
+	if cfg.Username == "" || c.insecureCredentials {
+		return nil
+	}
+	for _, ep := range cfg.Endpoints {
+		if !strings.HasPrefix(ep, "https://") && !strings.HasPrefix(ep, "unixs://") && !strings.HasPrefix(ep, "unix://") {
+			return fmt.Errorf("--user: endpoint %s is not https://, and would carry the password in clear: "+
+				"use https:// (with --cacert), or give --insecure-credentials", ep)
+		}
+	}
 	return nil
 }
 

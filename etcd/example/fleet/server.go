@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/converge-go/converge/etcd/shard"
+	"github.com/converge-go/converge/internal/hostcheck"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -25,20 +26,9 @@ func registerServer(lc cell.Lifecycle, cli *clientv3.Client, o options, rep *rep
 	if o.httpAddr == "" {
 		return
 	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /view", viewHandler(cli, o))
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		p := rep.rec.Load()
-		if p == nil {
-			http.Error(w, "not started", http.StatusServiceUnavailable)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode((*p).Status())
-	})
 	// Every stage of a request is bounded: a slow or idle client cannot
 	// hold connections for ever.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: apiHandler(cli, o, rep), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	lc.Append(cell.Hook{
 		OnStart: func(cell.HookContext) error {
@@ -51,6 +41,25 @@ func registerServer(lc cell.Lifecycle, cli *clientv3.Client, o options, rep *rep
 		},
 		OnStop: func(ctx cell.HookContext) error { return srv.Shutdown(ctx) },
 	})
+}
+
+// apiHandler serves /view and /status, under the Host rule of the other
+// examples (hostcheck: 421 for a name other than localhost), so that a
+// page rebinding its DNS name to this address cannot read them from a
+// browser on the host.
+func apiHandler(cli *clientv3.Client, o options, rep *reporter) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /view", viewHandler(cli, o))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		p := rep.rec.Load()
+		if p == nil {
+			http.Error(w, "not started", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode((*p).Status())
+	})
+	return hostcheck.Handler(mux)
 }
 
 // viewHandler is shard.ViewHandler of the fleet's view (viewPrefix), in

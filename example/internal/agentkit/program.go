@@ -67,7 +67,15 @@ func Main(h *hive.Hive, p Program) {
 	cmd.AddCommand(h.Command())
 	if p.Shell {
 		greeting := func(w io.Writer) { fmt.Fprintln(w, p.Greeting) }
-		cmd.AddCommand(shell.ShellCmd(DefaultShellSocket(p.Name), p.Name+"> ", greeting))
+		sc := shell.ShellCmd(DefaultShellSocket(p.Name), p.Name+"> ", greeting)
+		sc.PreRunE = func(c *cobra.Command, _ []string) error {
+			path, err := c.Flags().GetString(shell.ShellSockPathName)
+			if err != nil {
+				return err
+			}
+			return checkShellSocket(path)
+		}
+		cmd.AddCommand(sc)
 	}
 	if err := cmd.Execute(); err != nil {
 		os.Exit(1)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/cilium/hive/cell"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/converge-go/converge/health"
+	"github.com/converge-go/converge/internal/hostcheck"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -173,33 +173,10 @@ func (s *Server) stop(ctx cell.HookContext) error {
 }
 
 // checkHost refuses a request whose Host header is a name other than
-// localhost: the API has no authentication, and a web page that gets its
-// own name to resolve to 127.0.0.1 (DNS rebinding) would otherwise reach
-// it from the user's browser as a same-origin site. IP addresses and
-// localhost cannot be rebound; address the API by them.
-func checkHost(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !allowedHost(r.Host) {
-			WriteError(w, http.StatusMisdirectedRequest,
-				fmt.Errorf("host %q refused: address the API by IP address or as localhost", r.Host))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// allowedHost reports whether a Host header names an IP address or
-// localhost (RFC 6761: *.localhost is loopback too), with or without a
-// port. An empty one (HTTP/1.0) is allowed: browsers always send one.
-func allowedHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	lower := strings.ToLower(strings.TrimSuffix(host, "."))
-	return host == "" || net.ParseIP(host) != nil || lower == "localhost" || strings.HasSuffix(lower, ".localhost")
-}
+// localhost (hostcheck.Allowed): the API has no authentication, and a web
+// page that gets its own name to resolve to 127.0.0.1 (DNS rebinding)
+// would otherwise reach it from the user's browser as a same-origin site.
+func checkHost(next http.Handler) http.Handler { return hostcheck.Handler(next) }
 
 // Addr returns the address the server listens on, once started.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

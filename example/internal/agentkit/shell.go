@@ -32,19 +32,26 @@ import (
 //
 //   - The socket is created with mode 0600 in a directory that no one
 //     else can write (DefaultShellSocket by default, never the working
-//     directory); the start fails, naming the problem, when the
-//     directory is writable by others or not the agent user's.
+//     directory). When the directory is writable by others or not the
+//     agent user's, the start fails, naming the problem, for a
+//     --shell-sock-path given; for the default one, which another user
+//     may have created first ($TMPDIR/PROGRAM-UID), the agent starts
+//     without its shell and the "shell" health scope is degraded, saying
+//     why.
 //   - Connections from another user (SO_PEERCRED, on Linux) are refused
 //     even if someone loosened the socket's mode.
 //   - No command runs programs or reads or writes files outside a private
 //     working directory of the connection, unless --shell-unrestricted
 //     adds exec and cat and lifts the path check.
-func ShellCell(program string) cell.Cell {
+func ShellCell(program string) cell.Cell { return shellCell(DefaultShellSocket(program)) }
+
+// shellCell is ShellCell with defaultPath as the default socket.
+func shellCell(defaultPath string) cell.Cell {
 	return cell.Module(
 		"shell",
 		"The hive shell on a unix socket for the agent user only",
-		cell.Config(ShellConfig{ShellSockPath: DefaultShellSocket(program)}),
-		cell.Invoke(registerShell),
+		cell.Config(ShellConfig{ShellSockPath: defaultPath}),
+		cell.Invoke(func(p shellParams) { registerShell(p, defaultPath) }),
 	)
 }
 
@@ -92,13 +99,15 @@ type shellParams struct {
 	Lifecycle cell.Lifecycle
 	Cmds      hive.ScriptCmds
 	Config    ShellConfig
+	Health    cell.Health
 }
 
-func registerShell(p shellParams) {
+func registerShell(p shellParams, defaultPath string) {
 	if p.Config.ShellSockPath == "" {
 		return
 	}
-	s := &shellServer{log: p.Log, path: p.Config.ShellSockPath, conns: map[net.Conn]struct{}{}}
+	s := &shellServer{log: p.Log, path: p.Config.ShellSockPath, conns: map[net.Conn]struct{}{},
+		isDefault: p.Config.ShellSockPath == defaultPath, health: p.Health.NewScope("shell")}
 	s.engine = &script.Engine{Cmds: shellCommands(p.Cmds.Map(), p.Config.ShellUnrestricted)}
 	p.Lifecycle.Append(cell.Hook{OnStart: s.start, OnStop: s.stop})
 }
@@ -175,6 +184,10 @@ type shellServer struct {
 	log    *slog.Logger
 	path   string
 	engine *script.Engine
+	// isDefault: path is DefaultShellSocket's, which another user may
+	// have taken first; health reports the shell off.
+	isDefault bool
+	health    cell.Health
 
 	ln     *net.UnixListener
 	ctx    context.Context
@@ -186,12 +199,24 @@ type shellServer struct {
 }
 
 // start checks the socket's directory, creates the socket with mode 0600
-// and accepts connections. Any problem fails the hive's start.
+// and accepts connections. Any problem fails the hive's start, but for an
+// unsafe directory of the default path: any local user can create
+// $TMPDIR/PROGRAM-UID first, and must not keep the agent from starting.
+// The shell is off then, and its health scope says why.
 func (s *shellServer) start(cell.HookContext) error {
 	ln, err := listenPrivate(s.path)
+	var unsafe *unsafeDirError
+	if err != nil && s.isDefault && errors.As(err, &unsafe) {
+		err = fmt.Errorf("%w; give the agent a directory of its own: XDG_RUNTIME_DIR (systemd: RuntimeDirectory=) "+
+			"or --shell-sock-path", err)
+		s.log.Warn("Shell off", "error", err)
+		s.health.Degraded("shell off", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("shell: %w", err)
 	}
+	s.health.OK("listening on " + s.path)
 	s.ln = ln
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
@@ -202,6 +227,9 @@ func (s *shellServer) start(cell.HookContext) error {
 
 // stop closes the socket and every connection, and waits for them.
 func (s *shellServer) stop(cell.HookContext) error {
+	if s.ln == nil {
+		return nil // off
+	}
 	s.cancel()
 	err := s.ln.Close()
 	s.mu.Lock()

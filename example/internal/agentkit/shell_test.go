@@ -12,10 +12,13 @@ import (
 	"testing"
 
 	"github.com/cilium/hive"
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/hive/hivetest"
 	"github.com/cilium/hive/shell"
 	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
+
+	"github.com/converge-go/converge/health"
 )
 
 // startShell starts a hive of the base cells and ShellCell with flags; it
@@ -276,5 +279,57 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Issue 52 item 4: another user who created the default socket directory
+// first ($TMPDIR/PROGRAM-UID, without XDG_RUNTIME_DIR) does not keep the
+// agent from starting: it starts without its shell, and the "shell"
+// health scope says why and what to do.
+func TestShellOffWhenDefaultDirTaken(t *testing.T) {
+	taken := filepath.Join(t.TempDir(), "agenttest-1000")
+	must(t, os.Mkdir(taken, 0o700))
+	want := "others can write it"
+	if os.Geteuid() == 0 {
+		must(t, os.Chown(taken, nobody, nobody))
+		want = "belongs to uid 65534"
+	} else {
+		must(t, os.Chmod(taken, 0o777))
+	}
+	var hl *health.Health
+	h := NewHive(append(BaseCells(), shellCell(filepath.Join(taken, "shell.sock")),
+		cell.Invoke(func(x *health.Health) { hl = x }))...)
+	log := hivetest.Logger(t)
+	if err := h.Start(log, t.Context()); err != nil {
+		t.Fatalf("the agent did not start: %v", err)
+	}
+	t.Cleanup(func() { must(t, h.Stop(log, context.Background())) })
+	degraded := hl.Degraded()
+	if len(degraded) != 1 || degraded[0].Scope != "shell" || !strings.Contains(degraded[0].String(), want) ||
+		!strings.Contains(degraded[0].String(), "XDG_RUNTIME_DIR") {
+		t.Fatalf("degraded: %v, want the shell's scope saying %q", degraded, want)
+	}
+	if _, err := os.Lstat(filepath.Join(taken, "shell.sock")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a socket in the taken directory: %v", err)
+	}
+}
+
+// The client ("PROGRAM shell") refuses a socket in a directory that is
+// not its user's alone: what answers there could be another user's.
+func TestShellClientChecksTheDirectory(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	must(t, os.Mkdir(open, 0o700))
+	must(t, os.Chmod(open, 0o777))
+	if err := checkShellSocket(filepath.Join(open, "shell.sock")); err == nil || !strings.Contains(err.Error(), "others can write it") {
+		t.Fatalf("open directory: %v", err)
+	}
+	private := filepath.Join(dir, "private")
+	must(t, os.Mkdir(private, 0o700))
+	if err := checkShellSocket(filepath.Join(private, "shell.sock")); err != nil {
+		t.Fatalf("private directory: %v", err)
+	}
+	if err := checkShellSocket(filepath.Join(dir, "missing", "shell.sock")); err != nil {
+		t.Fatalf("missing directory: %v", err)
 	}
 }

@@ -61,7 +61,8 @@ func listenPrivate(path string) (*net.UnixListener, error) {
 // privateDir checks that dir is a directory (not a symbolic link) of this
 // process's user that no one else can write, creating it (and missing
 // parents) with mode 0700 when it does not exist: in a directory others
-// can write, they could replace the socket with their own.
+// can write, they could replace the socket with their own. A directory
+// that fails the check is an *unsafeDirError.
 func privateDir(dir string) error {
 	fi, err := os.Lstat(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -78,21 +79,49 @@ func privateDir(dir string) error {
 	if err != nil {
 		return err
 	}
+	return checkPrivateDir(dir, fi)
+}
+
+// unsafeDirError is a socket directory that someone else could use to
+// replace the socket: not ours, writable by others, or a symbolic link.
+type unsafeDirError struct{ msg string }
+
+func (e *unsafeDirError) Error() string { return e.msg }
+
+// checkPrivateDir checks what privateDir checks of an existing dir, whose
+// Lstat is fi.
+func checkPrivateDir(dir string, fi fs.FileInfo) error {
+	unsafe := func(format string, args ...any) error { return &unsafeDirError{fmt.Sprintf(format, args...)} }
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return fmt.Errorf("socket directory %s is a symbolic link: give its real path", dir)
+		return unsafe("socket directory %s is a symbolic link: give its real path", dir)
 	case !fi.IsDir():
-		return fmt.Errorf("socket directory %s is not a directory", dir)
+		return unsafe("socket directory %s is not a directory", dir)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return fmt.Errorf("socket directory %s belongs to uid %d, not to the agent's user (uid %d): "+
+		return unsafe("socket directory %s belongs to uid %d, not to the agent's user (uid %d): "+
 			"another user could replace the socket", dir, st.Uid, os.Geteuid())
 	}
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		return fmt.Errorf("socket directory %s has mode %04o: others can write it and replace the socket; "+
+		return unsafe("socket directory %s has mode %04o: others can write it and replace the socket; "+
 			"make it 0700 (chmod go-w) or choose another --shell-sock-path", dir, perm)
 	}
 	return nil
+}
+
+// checkShellSocket is the client's check of the socket at path: its
+// directory, when there is one, must pass checkPrivateDir, or whatever
+// answers there may be another user's, who would see the commands typed.
+func checkShellSocket(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // connecting fails, and says so
+	}
+	if err != nil {
+		return err
+	}
+	return checkPrivateDir(dir, fi)
 }
 
 // removeSocket removes the socket at path if it is one.
