@@ -15,4 +15,3 @@ func SlotOf(key []byte, n int) int { return slots.Of(key, n) }
 // each from whoever held it; when one leaves only its slots move. It
 // returns "" when members is empty.
 func Assign(slot int, members []string) string { return slots.Assign(slot, members) }
-
