@@ -30,7 +30,7 @@ type groupView struct {
 	slots          []*coordv1.Lease          // by slot; nil: absent
 }
 
-func (m *Sharder) memberLeaseName() string { return m.cfg.Name + "-m-" + m.cfg.Identity }
+func (m *Sharder) memberLeaseName() string    { return m.cfg.Name + "-m-" + m.cfg.Identity }
 func (m *Sharder) slotLeaseName(s int) string { return fmt.Sprintf("%s-s-%d", m.cfg.Name, s) }
 
 // callTimeout bounds every request: a renewal slower than LeaseDuration -
