@@ -27,18 +27,23 @@ type member struct {
 	done chan struct{}
 }
 
-// startMember runs a sharder of group as id, through cfg.
-func startMember(t testing.TB, cfg *rest.Config, group, id string) *member {
+// startMember runs a sharder of group as id, through cfg, with the tests'
+// durations changed by opts.
+func startMember(t testing.TB, cfg *rest.Config, group, id string, opts ...func(*lease.ShardConfig)) *member {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := lease.NewSharder(lease.ShardConfig{
+	sc := lease.ShardConfig{
 		Client: cs.CoordinationV1(), Namespace: "lease-test", Name: group, Identity: id,
 		Slots: testSlots, LeaseDuration: leaseDuration, RenewDeadline: renewDeadline,
 		RetryPeriod: retryPeriod, DrainTimeout: time.Second,
-	}, hivetest.Logger(t, hivetest.LogLevel(slog.LevelError)))
+	}
+	for _, o := range opts {
+		o(&sc)
+	}
+	s, err := lease.NewSharder(sc, hivetest.Logger(t, hivetest.LogLevel(slog.LevelError)))
 	if err != nil {
 		t.Fatal(err)
 	}
