@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -217,4 +218,37 @@ func TestShardCutOffReplicaIsReplaced(t *testing.T) {
 	link.Restore()
 	waitOwners(t, all, assigned([]string{"a", "b", "c"}))
 	checkNoOverlap(t, all)
+}
+
+// Bad configurations fail NewSharder, naming the field.
+func TestShardConfigValidation(t *testing.T) {
+	cs, err := kubernetes.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := lease.ShardConfig{Client: cs.CoordinationV1(), Namespace: "ns", Name: "n", Identity: "i"}
+	for _, tc := range []struct {
+		field string
+		edit  func(*lease.ShardConfig)
+	}{
+		{"ShardConfig.Client", func(c *lease.ShardConfig) { c.Client = nil }},
+		{"ShardConfig.Namespace", func(c *lease.ShardConfig) { c.Namespace = "" }},
+		{"ShardConfig.Name", func(c *lease.ShardConfig) { c.Name = "not a label value" }},
+		{"ShardConfig.Identity", func(c *lease.ShardConfig) { c.Identity = "" }},
+		{"ShardConfig.Slots", func(c *lease.ShardConfig) { c.Slots = lease.MaxSlots + 1 }},
+		{"ShardConfig.LeaseDuration", func(c *lease.ShardConfig) {
+			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = time.Second, 2*time.Second, 100*time.Millisecond
+		}},
+		{"ShardConfig.RenewDeadline", func(c *lease.ShardConfig) { c.RenewDeadline, c.RetryPeriod = time.Second, time.Second }},
+		{"ShardConfig.DrainTimeout", func(c *lease.ShardConfig) { c.DrainTimeout = -time.Second }},
+	} {
+		c := good
+		tc.edit(&c)
+		if _, err := lease.NewSharder(c, nil); !errors.Is(err, lease.ErrInvalidConfig) || !contains(err.Error(), tc.field) {
+			t.Errorf("%s: %v", tc.field, err)
+		}
+	}
+	if _, err := lease.NewSharder(good, nil); err != nil {
+		t.Fatal(err)
+	}
 }
