@@ -28,18 +28,20 @@ type slotOp struct {
 	start, end   time.Time
 }
 
-// slotTarget records the Updates of every replica; each takes a
-// millisecond, or until its context ends.
+// slotTarget records the Updates of every replica; each takes its
+// latency, or until its context ends.
 type slotTarget struct {
 	mu      sync.Mutex
-	ops     []slotOp
-	changed chan struct{} // closed at every op recorded
+	keepOps bool     // record each op, not only count them
+	ops     []slotOp // with keepOps
+	updates int
+	changed chan struct{} // closed at every op
 }
 
-func newSlotTarget() *slotTarget { return &slotTarget{changed: make(chan struct{})} }
+func newSlotTarget() *slotTarget { return &slotTarget{keepOps: true, changed: make(chan struct{})} }
 
 // wait waits until cond holds of the ops recorded.
-func (tg *slotTarget) wait(t *testing.T, what string, cond func([]slotOp) bool) {
+func (tg *slotTarget) wait(t testing.TB, what string, cond func([]slotOp) bool) {
 	t.Helper()
 	deadline := time.After(waitLimit)
 	for {
@@ -58,21 +60,29 @@ func (tg *slotTarget) wait(t *testing.T, what string, cond func([]slotOp) bool) 
 }
 
 type slotOps struct {
-	name string
-	tg   *slotTarget
+	name    string
+	tg      *slotTarget
+	latency time.Duration // of the remote call; 0: a millisecond
 }
 
 func (o slotOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, r *row) error {
 	tok, _ := lease.TokenFrom(ctx)
 	began := time.Now()
+	latency := o.latency
+	if latency == 0 {
+		latency = time.Millisecond
+	}
 	select {
-	case <-time.After(time.Millisecond): // a remote call
+	case <-time.After(latency): // a remote call
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
 	o.tg.mu.Lock()
 	defer o.tg.mu.Unlock()
-	o.tg.ops = append(o.tg.ops, slotOp{replica: o.name, key: r.Key, slot: slots.Of([]byte(r.Key), testSlots), token: tok, start: began, end: time.Now()})
+	o.tg.updates++
+	if o.tg.keepOps {
+		o.tg.ops = append(o.tg.ops, slotOp{replica: o.name, key: r.Key, slot: slots.Of([]byte(r.Key), testSlots), token: tok, start: began, end: time.Now()})
+	}
 	close(o.tg.changed)
 	o.tg.changed = make(chan struct{})
 	return nil
@@ -91,7 +101,12 @@ type shardedEngine struct {
 	table statedb.RWTable[*row]
 }
 
-func startShardedEngine(t *testing.T, m *member, tg *slotTarget) *shardedEngine {
+func startShardedEngine(t testing.TB, m *member, tg *slotTarget) *shardedEngine {
+	return startShardedEngineWith(t, m, slotOps{name: m.id, tg: tg})
+}
+
+// startShardedEngineWith is startShardedEngine with ops of the caller's.
+func startShardedEngineWith(t testing.TB, m *member, ops slotOps) *shardedEngine {
 	t.Helper()
 	e := &shardedEngine{member: m}
 	log := hivetest.Logger(t, hivetest.LogLevel(slog.LevelError))
@@ -108,7 +123,7 @@ func startShardedEngine(t *testing.T, m *member, tg *slotTarget) *shardedEngine 
 					GetObjectStatus:            func(o *row) reconciler.Status { return o.Status },
 					SetObjectStatus:            func(o *row, s reconciler.Status) *row { o.Status = s; return o },
 					CloneObject:                func(o *row) *row { c := *o; return &c },
-					Operations:                 slotOps{name: m.id, tg: tg},
+					Operations:                 ops,
 					Ownership:                  m.s,
 					Concurrency:                4,
 					FullReconciliationInterval: reconciler.Off,
@@ -126,7 +141,7 @@ func startShardedEngine(t *testing.T, m *member, tg *slotTarget) *shardedEngine 
 	return e
 }
 
-func (e *shardedEngine) insert(t *testing.T, keys []string) {
+func (e *shardedEngine) insert(t testing.TB, keys []string) {
 	t.Helper()
 	wtxn := e.db.WriteTxn(e.table)
 	for _, k := range keys {

@@ -94,9 +94,12 @@ func waitOwners(t testing.TB, ms []*member, cond func(owned map[string][]int) bo
 
 // assigned reports whether every slot is owned by exactly the member the
 // rendezvous assignment over ids gives it to.
-func assigned(ids []string) func(map[string][]int) bool {
+func assigned(ids []string) func(map[string][]int) bool { return assignedOf(testSlots, ids) }
+
+// assignedOf is assigned for a group of n slots.
+func assignedOf(n int, ids []string) func(map[string][]int) bool {
 	return func(owned map[string][]int) bool {
-		for s := range testSlots {
+		for s := range n {
 			want := slots.Assign(s, ids)
 			for id, os := range owned {
 				if slices.Contains(os, s) != (id == want) {
