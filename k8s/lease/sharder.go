@@ -34,7 +34,7 @@ var (
 // a replica owns a slot once it has written itself the holder of the
 // slot's Lease (a compare-and-swap on its resourceVersion). It is the
 // engine's reconciler.Ownership for sharded reconcilers: Owns is one hash,
-// one atomic load and a clock read; Acquire hands out operation contexts
+// two atomic loads and a clock read; Acquire hands out operation contexts
 // carrying the slot's fencing Token; Changed fires when the owned slots
 // change. Construct it with NewSharder and run it with Run (ShardCell does
 // both in a hive).
