@@ -255,3 +255,28 @@ func TestShardConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A replica that died without releasing anything (its link dead, then
+// stopped) and is restarted with the same Identity claims its slots at
+// once, before its old membership could expire, under higher tokens.
+func TestShardRestartedReplicaReclaimsAtOnce(t *testing.T) {
+	group := newLeaseName(t)
+	link := srv.NewLink()
+	old := startMember(t, link.Config(), group, "a")
+	waitOwners(t, []*member{old}, assigned([]string{"a"}))
+	tok, _ := old.s.Token(0)
+	link.Blackhole()
+	old.halt() // nothing it sends reaches the server: its Leases still name it
+
+	restarted := time.Now()
+	a := startMember(t, srv.Config(), group, "a")
+	waitOwners(t, []*member{a}, assigned([]string{"a"}))
+	took := time.Since(restarted)
+	t.Logf("a restarted replica owned its slots after %s", took)
+	if took >= leaseDuration {
+		t.Errorf("a restarted replica owned its slots after %s, not before its old membership could expire (%s)", took, leaseDuration)
+	}
+	if now, _ := a.s.Token(0); !tok.Less(now) {
+		t.Errorf("slot 0's token after the restart %v, not above %v", now, tok)
+	}
+}

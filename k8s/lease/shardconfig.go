@@ -37,8 +37,10 @@ type ShardConfig struct {
 	// must be a valid label value.
 	Namespace, Name string
 
-	// Identity names this replica, unique in the group (the pod's name).
-	// Required.
+	// Identity names this replica, unique in the group: at most one
+	// running process may have it (the pod's name). A process restarted
+	// with the same Identity claims the slots whose Leases still name it
+	// at once. Required.
 	Identity string
 
 	// Slots is how many slots the keys are split into (slots.Of, the
