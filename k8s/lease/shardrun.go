@@ -194,6 +194,10 @@ func (m *Sharder) stepSlot(ctx context.Context, v groupView, s int, owner string
 	switch {
 	case d != nil:
 		m.finishDrain(ctx, s, d, l)
+	case !m.valid():
+		// Not a member now (starting, or lapsed): claims were ended, and
+		// what the Leases still name this replica for is left to the
+		// membership's renewal, not released and claimed again.
 	case c != nil && (holder != me || transitionsOf(l) != c.token.Transitions):
 		m.drop(s, c, ErrSlotLost)
 	case c != nil && owner != me:
