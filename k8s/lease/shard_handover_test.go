@@ -122,3 +122,36 @@ func TestShardPruneIsOwnedFencedCancelled(t *testing.T) {
 	}
 	checkNoOverlap(t, []*member{a, b})
 }
+
+// A clean stop stops starting operations at once, lets the one in flight
+// end (its context not cancelled), and only then returns, having
+// released the slots.
+func TestShardStopDrainsOperations(t *testing.T) {
+	group := newLeaseName(t)
+	long := func(c *lease.ShardConfig) { c.DrainTimeout = waitLimit }
+	a := startMember(t, srv.Config(), group, "a", long)
+	waitOwners(t, []*member{a}, assigned([]string{"a"}))
+	key := keyOf(t, "a", []string{"a"})
+	opCtx, release, ok := a.s.Acquire(context.Background(), key)
+	if !ok {
+		t.Fatal("a does not own a key of its slot")
+	}
+	a.stop()
+	waitOwners(t, []*member{a}, func(owned map[string][]int) bool { return len(owned["a"]) == 0 })
+	if _, _, ok := a.s.Acquire(context.Background(), key); ok {
+		t.Fatal("a stopping sharder starts an operation")
+	}
+	select {
+	case <-a.done:
+		t.Fatal("Run returned with an operation in flight")
+	default:
+	}
+	if err := opCtx.Err(); err != nil {
+		t.Fatalf("the operation in flight was cancelled (%v) instead of drained", context.Cause(opCtx))
+	}
+	release()
+	<-a.done
+	b := startMember(t, srv.Config(), group, "b")
+	waitOwners(t, []*member{b}, assigned([]string{"b"}))
+	checkNoOverlap(t, []*member{a, b})
+}

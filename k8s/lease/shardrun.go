@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -24,10 +25,14 @@ func (m *Sharder) Run(ctx context.Context) error {
 	m.lapse = time.AfterFunc(time.Hour, m.onLapse)
 	m.lapse.Stop()
 	m.mu.Unlock()
+	// The membership is renewed until the operations have drained at a
+	// stop, so that no other replica can take a slot meanwhile.
+	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRenewing()
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		m.renewLoop(ctx)
+		m.renewLoop(renewCtx)
 	}()
 	for ctx.Err() == nil {
 		m.step(ctx)
@@ -37,8 +42,10 @@ func (m *Sharder) Run(ctx context.Context) error {
 		case <-time.After(wait.Jitter(m.cfg.RetryPeriod, 0.2)):
 		}
 	}
-	<-renewed
-	m.stop()
+	m.stop(func() {
+		stopRenewing()
+		<-renewed
+	})
 	m.wg.Wait()
 	m.mu.Lock()
 	m.lapse.Stop()
@@ -300,22 +307,19 @@ func (m *Sharder) finishDrain(ctx context.Context, s int, d *slotClaim, l *coord
 	m.mu.Unlock()
 }
 
-// stop, at the end of Run's context, drains every claim (at most
-// DrainTimeout), ends them, releases the slots' Leases and deletes the
-// membership Lease.
-func (m *Sharder) stop() {
+// stop, at the end of Run's context, stops starting operations, drains
+// every claim (at most DrainTimeout; the membership is still renewed, and
+// a lapse ends them at once), ends them, stops renewing, releases the
+// slots' Leases and deletes the membership Lease.
+func (m *Sharder) stop(stopRenewing func()) {
 	m.mu.Lock()
-	claims := map[int]*slotClaim{}
 	for s := range m.claims {
 		if c := m.claims[s].Load(); c != nil {
 			m.setClaimLocked(s, nil)
-			claims[s] = c
+			m.draining[s] = c
 		}
 	}
-	for s, c := range m.draining {
-		claims[s] = c
-	}
-	m.validUntil.Store(0)
+	claims := maps.Clone(m.draining)
 	m.notifyLocked()
 	m.mu.Unlock()
 	dctx, cancel := context.WithTimeout(context.Background(), m.cfg.DrainTimeout)
@@ -328,6 +332,7 @@ func (m *Sharder) stop() {
 		}
 		c.end(ErrStopped)
 	}
+	stopRenewing()
 	ctx := context.Background()
 	if v, err := m.list(ctx); err == nil {
 		for s, l := range v.slots {
