@@ -69,4 +69,10 @@ if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
 	else
 		(cd k8s && go test -run '^$' -bench . -benchtime 1x -timeout 30m ./k8ssource/)
 	fi
+	echo "== Sharding on Kubernetes Leases (k8s/lease, Go benchmark)" >&2
+	if [ -n "$json" ]; then
+		(cd k8s && go test -run '^$' -bench ShardWorkRate -benchtime 1x -count 3 -timeout 10m ./lease/) >&2
+	else
+		(cd k8s && go test -run '^$' -bench ShardWorkRate -benchtime 1x -count 3 -timeout 10m ./lease/)
+	fi
 fi

@@ -1,7 +1,8 @@
-// Package lease runs reconcilers on one replica at a time, elected with a
-// Kubernetes Lease (coordination.k8s.io/v1) as controller-runtime's
-// manager elects its leader: client-go's tools/leaderelection, so that a
-// program running in a pod needs nothing but its API server, not etcd.
+// Package lease runs reconcilers on one replica at a time (Elector), or
+// splits their keys between replicas (Sharder), with Kubernetes Leases
+// (coordination.k8s.io/v1), so that a program running in a pod needs
+// nothing but its API server, not etcd. The Elector elects its leader as
+// controller-runtime's manager does: client-go's tools/leaderelection.
 //
 // An Elector is a reconciler.Ownership: set it as the engine's
 // Config.Ownership (and the status writer's Owns and OwnsChanged), run it
@@ -41,6 +42,22 @@
 // Operations on a target that cannot compare are at-least-once and may
 // overlap for as long as a pause lasts.
 //
-// Sharding (a Lease per shard) is not provided: the etcd module's shard
-// package is the sharded mode.
+// # Sharding
+//
+// A Sharder splits the keys between replicas instead (NewSharder, Run, or
+// ShardCell in a hive): each replica renews a membership Lease
+// (Name-m-<Identity>), every replica computes the same rendezvous
+// assignment of Slots slots to the live members (the hash and assignment
+// of the etcd module's shard package), and a replica owns a slot once it
+// has written itself the holder of the slot's Lease (Name-s-<n>) with a
+// compare-and-swap on its resourceVersion, which gives one holder at a
+// time. It takes a slot only when the Lease is free, its own, or held by a
+// member whose membership Lease it has seen unchanged for LeaseDuration. A
+// replica owns nothing once its membership has not been renewed for
+// RenewDeadline (a renewal counts only if it came back within
+// LeaseDuration - RenewDeadline), before any other can find it expired; a
+// slot that moves is drained (DrainTimeout) and released before its new
+// owner can claim it. The slot's Token is its Lease, holder and
+// leaseTransitions, one higher at every claim. The same limits as above
+// apply: what a Lease cannot fence is in docs/replicas.md.
 package lease

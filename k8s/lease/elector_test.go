@@ -40,7 +40,7 @@ type replica struct {
 
 // newLeaseName installs the Lease API and returns a Lease name no other
 // test uses.
-func newLeaseName(t *testing.T) string {
+func newLeaseName(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()

@@ -13,3 +13,21 @@ func (e *Elector) Terms() []time.Time {
 	}
 	return out
 }
+
+// OwnedSpan is a stretch of time a Sharder owned a slot, as Owns
+// answered: End is zero while it still does.
+type OwnedSpan struct {
+	Slot       int
+	Start, End time.Time
+}
+
+// Spans returns the sharder's ownership history, in order of start.
+func (m *Sharder) Spans() []OwnedSpan {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]OwnedSpan, len(m.spans))
+	for i, s := range m.spans {
+		out[i] = OwnedSpan{Slot: s.slot, Start: s.start, End: s.end}
+	}
+	return out
+}
