@@ -138,6 +138,8 @@ func depsForestWorkload(sz sizes, delay time.Duration) workload {
 			{name: name + "/vs-none", unit: unitSeconds, lowerBetter: true, ours: "converge-deps", theirs: "converge-none",
 				metric: metricDoneSeconds, reference: "no dependencies",
 				goal: &goal{desc: "<=1.2x no dependencies", met: func(o, t float64) bool { return o <= 1.2*t }}},
+			{name: name + "/cpu-vs-none", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge-deps", theirs: "converge-none",
+				metric: metricCPUPerObject, reference: "no dependencies"},
 			{name: name + "/vs-retry", unit: unitSeconds, lowerBetter: true, ours: "converge-deps", theirs: "converge-retry",
 				metric: metricDoneSeconds, reference: "RetryAfter 100ms",
 				goal: &goal{desc: ">=10x faster than RetryAfter", met: func(o, t float64) bool { return 10*o <= t }}},

@@ -93,11 +93,11 @@ func runDepsForest(ctx context.Context, sz sizes, delay time.Duration, mode fore
 		retries = &tg.retries
 	}
 	runtime.GC()
-	t0 := time.Now()
+	cpu0, t0 := cpuTime(), time.Now()
 	insert()
 	err := r.waitAllDone(ctx)
-	d := time.Since(t0)
-	m := measure{metricDoneSeconds: d.Seconds(), metricThroughput: float64(n) / d.Seconds()}
+	d, cpu := time.Since(t0), cpuTime()-cpu0
+	m := measure{metricDoneSeconds: d.Seconds(), metricThroughput: float64(n) / d.Seconds(), metricCPUPerObject: perObject(cpu, n)}
 	if serr := r.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("stopping the hive: %w", serr)
 	}
