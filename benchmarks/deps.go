@@ -158,35 +158,42 @@ func depsForestWorkload(sz sizes, delay time.Duration) workload {
 }
 
 // depsEdgeWorkload is deps/one-edge: noop-1m's load with every object
-// (but the first insert batch) depending on one other, against the same
-// load without DependsOn: what an edge costs in time and in live heap.
+// (but the first insert batch, Done before the clock starts) depending on
+// one other, against the same load without DependsOn: what an edge costs
+// in time and in live heap. "prev" depends on the object one batch
+// before, often not Done yet (Blocked, then released); "done" on one of
+// the first batch, Done already (never Blocked): the graph alone.
 func depsEdgeWorkload(sz sizes) workload {
 	n := sz.deps.edgeObjects
 	edges := float64(max(n-sz.insertBatch, 1))
 	name := "deps/one-edge-" + countLabel(n)
-	run := func(withDeps bool) func(ctx context.Context) (measure, error) {
-		return func(ctx context.Context) (measure, error) { return runDepsEdges(ctx, sz, withDeps) }
+	run := func(mode edgeMode) func(ctx context.Context) (measure, error) {
+		return func(ctx context.Context) (measure, error) { return runDepsEdges(ctx, sz, mode) }
 	}
-	perEdge := func(metric string) func(med func(string, string) float64) (float64, float64) {
+	perEdge := func(variant, metric string) func(med func(string, string) float64) (float64, float64) {
 		return func(med func(string, string) float64) (float64, float64) {
-			return (med("converge-deps", metric) - med("converge-none", metric)) / edges, edgeBytesGoal
+			return (med(variant, metric) - med("converge-none", metric)) / edges, edgeBytesGoal
 		}
 	}
-	return workload{
+	w := workload{
 		name: name,
 		variants: []variant{
-			{name: "converge-none", side: sideConverge, run: run(false)},
-			{name: "converge-deps", side: sideConverge, run: run(true)},
-		},
-		rows: []rowSpec{
-			{name: name, unit: unitObjectsPerSec, ours: "converge-deps", theirs: "converge-none", metric: metricThroughput, reference: "no DependsOn"},
-			{name: name + "/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: "converge-deps", theirs: "converge-none",
-				metric: metricCPUPerObject, reference: "no DependsOn"},
-			{name: name + "/live-bytes-per-edge", unit: unitBytesPerEdge, lowerBetter: true, reference: "goal", derive: perEdge(metricLiveBytes),
-				goal: &goal{desc: "<=64 B/edge", met: func(o, t float64) bool { return o <= t }}},
-			{name: name + "/alloc-bytes-per-edge", unit: unitBytesPerEdge, lowerBetter: true, reference: "live goal", derive: perEdge(metricBytes)},
+			{name: "converge-none", side: sideConverge, run: run(edgeNone)},
+			{name: "converge-prev", side: sideConverge, run: run(edgePrev)},
+			{name: "converge-done", side: sideConverge, run: run(edgeDone)},
 		},
 	}
+	for _, v := range []string{"prev", "done"} {
+		variant, rname := "converge-"+v, name+"/"+v
+		w.rows = append(w.rows,
+			rowSpec{name: rname, unit: unitObjectsPerSec, ours: variant, theirs: "converge-none", metric: metricThroughput, reference: "no DependsOn"},
+			rowSpec{name: rname + "/cpu", unit: unitCPUMicrosPerObject, lowerBetter: true, ours: variant, theirs: "converge-none",
+				metric: metricCPUPerObject, reference: "no DependsOn"},
+			rowSpec{name: rname + "/live-bytes-per-edge", unit: unitBytesPerEdge, lowerBetter: true, reference: "goal", derive: perEdge(variant, metricLiveBytes),
+				goal: &goal{desc: "<=64 B/edge", met: func(o, t float64) bool { return o <= t }}},
+			rowSpec{name: rname + "/alloc-bytes-per-edge", unit: unitBytesPerEdge, lowerBetter: true, reference: "live goal", derive: perEdge(variant, metricBytes)})
+	}
+	return w
 }
 
 // depsChainWorkload is deps/chain: chains of half, once and twice
