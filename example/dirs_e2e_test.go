@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"os"
@@ -163,4 +164,33 @@ func expectFile(t *testing.T, path, content string) {
 	if err != nil || string(have) != content {
 		t.Fatalf("%s: %q, %v; want %q", path, have, err, content)
 	}
+}
+
+// TestDirectoryDrift: a stray file dropped in a desired directory is
+// pruned, the desired file in it kept; a directory chmod-ed behind the
+// agent's back gets its mode back at its refresh.
+func TestDirectoryDrift(t *testing.T) {
+	a, manifests := startWithDirs(t)
+	putManifest(t, manifests, "site.yaml", dirManifest)
+	a.waitDone(t, "index.html")
+	site := filepath.Join(a.dir, "site")
+	stray := filepath.Join(site, "stray.txt")
+	if err := os.WriteFile(stray, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(site, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the stray pruned and the mode repaired", func() error {
+		if _, err := os.Lstat(stray); !os.IsNotExist(err) {
+			return fmt.Errorf("stray: %v", err)
+		}
+		info, err := os.Lstat(site)
+		if err != nil || info.Mode().Perm() != 0o750 {
+			return fmt.Errorf("site: %v %v", info, err)
+		}
+		return nil
+	})
+	expectFile(t, filepath.Join(site, "index.html"), "hello")
+	a.noFailures(t)
 }
