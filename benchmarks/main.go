@@ -88,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.backlogSamples, "backlog-samples", o.backlogSamples, "startup+changes, noisy-tenant: changes measured with no backlog")
 	fs.IntVar(&o.hungObjects, "hung-objects", o.hungObjects, "hung-target: objects over the four targets")
 	fs.DurationVar(&o.hungWindow, "hung-window", o.hungWindow, "hung-target: how long the healthy targets' throughput is measured")
+	o.deps.flags(fs)
 	fs.DurationVar(&o.runTimeout, "run-timeout", o.runTimeout, "the most one run may take")
 
 	if err := fs.Parse(args); err != nil {
@@ -147,12 +148,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if o.hungWindow <= 0 {
 		return o, errors.New("-hung-window must be positive")
 	}
+	if err := o.deps.check(); err != nil {
+		return o, err
+	}
 	return o, nil
 }
 
 // sizeFields maps each size flag's name to its field in s.
 func sizeFields(s *sizes) map[string]any {
-	return map[string]any{
+	m := map[string]any{
 		"noop-objects": &s.noopObjects, "insert-batch": &s.insertBatch, "slow-objects": &s.slowObjects,
 		"slow-per-worker": &s.slowPerWorker, "slow-delay": &s.slowDelay, "latency-small": &s.latencySmall, "latency-large": &s.latencyLarge,
 		"latency-samples": &s.latencySamples, "latency-gap": &s.latencyGap,
@@ -166,6 +170,8 @@ func sizeFields(s *sizes) map[string]any {
 		"backlog-objects": &s.backlogObjects, "backlog-samples": &s.backlogSamples,
 		"hung-objects": &s.hungObjects, "hung-window": &s.hungWindow,
 	}
+	s.deps.fields(m)
+	return m
 }
 
 func run(args []string, stdout, stderr io.Writer) int {

@@ -49,6 +49,7 @@ func tinySizes() sizes {
 		// window: the window never runs out of work.
 		hungObjects: 4000,
 		hungWindow:  50 * time.Millisecond,
+		deps:        depsSizes{releaseSamples: 20, forestObjects: 500, forestRoots: 10, edgeObjects: 20_000, chainObjects: 50},
 	}
 }
 

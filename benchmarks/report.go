@@ -284,5 +284,6 @@ func sizesLine(s sizes) string {
 		s.bulkLoads, countLabel(s.bulkObjects),
 		countLabel(s.retryObjects), s.retryHeal, countLabel(s.fullObjects),
 		countLabel(s.syncObjects), s.syncRate, s.syncDuration,
-		countLabel(s.backlogObjects), s.backlogSamples, countLabel(s.hungObjects), s.hungWindow, s.insertBatch, bench.RoundSize)
+		countLabel(s.backlogObjects), s.backlogSamples, countLabel(s.hungObjects), s.hungWindow, s.insertBatch, bench.RoundSize) +
+		"; " + s.deps.String()
 }

@@ -44,6 +44,8 @@ type sizes struct {
 	backlogSamples int           // startup+changes, noisy-tenant: changes measured with no backlog
 	hungObjects    int           // hung-target: objects over the four targets
 	hungWindow     time.Duration // hung-target: how long the throughput is measured
+
+	deps depsSizes // deps/*: issue 51's dependency workloads
 }
 
 // fullSizes are the sizes of the issue's workloads.
@@ -80,6 +82,7 @@ func fullSizes() sizes {
 		backlogSamples:  order.Samples,
 		hungObjects:     order.HungObjects,
 		hungWindow:      order.HungWindow,
+		deps:            fullDepsSizes(),
 	}
 }
 
@@ -118,6 +121,7 @@ func quickSizes() sizes {
 		backlogSamples:  order.Samples,
 		hungObjects:     order.HungObjects,
 		hungWindow:      order.HungWindow,
+		deps:            quickDepsSizes(),
 	}
 }
 
@@ -178,7 +182,7 @@ type workload struct {
 
 // workloads returns every workload at the given sizes.
 func workloads(sz sizes) []workload {
-	return []workload{
+	return append([]workload{
 		noopWorkload(sz),
 		slowWorkload(sz),
 		latencyWorkload(sz),
@@ -196,7 +200,7 @@ func workloads(sz sizes) []workload {
 		hungWorkload(sz),
 		routesWorkload(sz, sz.routesSmall),
 		routesWorkload(sz, sz.routesLarge),
-	}
+	}, depsWorkloads(sz)...)
 }
 
 // newRig builds the rig of a side.

@@ -54,6 +54,11 @@
 //     /healthz (503 with the reason when the reconciler is degraded, from
 //     agentkit's cell.Health, which remembers every job's report), /metrics
 //     (Prometheus, from converge's metrics.Cell) and /debug/vars (expvar).
+//   - dirs.go: directory objects (from manifests: kind: dir), whose files
+//     (dir: <name>) depend on them through Config.DependsOn
+//     (reconcile.go, files.go's dependsOn): a directory is created before
+//     its files are written and removed after they are, and a file whose
+//     directory object is missing is Blocked, as Explain says.
 //   - atomic.go: writing a file so that a crash never leaves half of it.
 //   - config.go and main.go: the flags (--help lists them), the hive and
 //     the command line.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path/filepath"
 	"regexp"
 	"strconv"
 
@@ -25,10 +26,41 @@ const DefaultMode FileMode = 0o644
 // FileSpec is what a user asks for: a file's name, content and mode. It is
 // what PUT takes (the name from the URL) and what the desired-state file
 // holds.
+//
+// A spec is a file unless Kind is KindDir: then it is a directory of the
+// state directory, named Name, and a file whose Dir names it is written
+// in it. A file in a directory depends on the directory's object
+// (Config.DependsOn, reconcile.go): the directory is created before the
+// file is written, and removed only after the file is. Directories come
+// from manifests (--desired-dir); the API's files are top-level.
 type FileSpec struct {
 	Name    string   `json:"name"`
 	Content string   `json:"content"`
 	Mode    FileMode `json:"mode"`
+	Kind    string   `json:"kind,omitempty"` // "" (a file) or KindDir
+	Dir     string   `json:"dir,omitempty"`  // a file's directory object; "" for the state directory itself
+}
+
+// KindDir is FileSpec.Kind of a directory.
+const KindDir = "dir"
+
+// DefaultDirMode is the mode of a directory whose manifest gives none.
+const DefaultDirMode FileMode = 0o755
+
+// isDir reports whether the spec is a directory.
+func (s FileSpec) isDir() bool { return s.Kind == KindDir }
+
+// path is where the spec lives under the state directory dir.
+func (s FileSpec) path(dir string) string { return filepath.Join(dir, s.Dir, s.Name) }
+
+// dependsOn is the reconciler's Config.DependsOn: a file in a directory
+// needs the directory's object, by its primary key (the name index's
+// index.String).
+func dependsOn(f *File) []index.Key {
+	if f.Dir == "" {
+		return nil
+	}
+	return []index.Key{index.String(f.Dir)}
 }
 
 // File is one row of the desired-files table: a FileSpec and the status of
@@ -112,8 +144,30 @@ func (s FileSpec) validate() error {
 			errInvalidFile, source.Quote(s.Name))
 	case len(s.Content) > MaxContentSize:
 		return fmt.Errorf("%w: %s has %d bytes of content, the limit is %d", errTooLarge, s.Name, len(s.Content), MaxContentSize)
+	case s.Kind != "" && s.Kind != KindDir:
+		return fmt.Errorf("%w: %s: kind %s: want %q or none (a file)", errInvalidFile, s.Name, source.Quote(s.Kind), KindDir)
+	case s.Dir != "" && !validName.MatchString(s.Dir):
+		return fmt.Errorf("%w: %s: dir %s: want the name of a directory object", errInvalidFile, s.Name, source.Quote(s.Dir))
+	case s.Dir == s.Name:
+		return fmt.Errorf("%w: %s is in itself", errInvalidFile, s.Name)
+	case s.isDir():
+		return s.validateDir()
 	}
 	return s.Mode.validate()
+}
+
+// validateDir checks a directory's spec: one level (no Dir), no content,
+// and a mode that lets the owner list, create and remove its files.
+func (s FileSpec) validateDir() error {
+	switch {
+	case s.Dir != "":
+		return fmt.Errorf("%w: directory %s: directories are not nested (no dir)", errInvalidFile, s.Name)
+	case s.Content != "":
+		return fmt.Errorf("%w: directory %s has content", errInvalidFile, s.Name)
+	case s.Mode > 0o777 || s.Mode&0o700 != 0o700:
+		return fmt.Errorf("%w: directory %s: mode %s: want permission bits that give the owner rwx (0700), such as 0755", errInvalidFile, s.Name, s.Mode)
+	}
+	return nil
 }
 
 // FileMode is a file's permission bits. In JSON it is an octal string such

@@ -31,7 +31,7 @@ type manifestsConfig struct {
 // Flags implements cell.Flagger.
 func (def manifestsConfig) Flags(flags *pflag.FlagSet) {
 	flags.String("desired-dir", def.DesiredDir,
-		"Directory of YAML or JSON manifests of desired files ({name, content, mode}, several per file with ---), "+
+		"Directory of YAML or JSON manifests of desired files ({name, content, mode, dir}) and directories ({name, kind: dir, mode}), several per file with ---, "+
 			"desired together with the API's files; empty for none")
 }
 
@@ -80,7 +80,10 @@ func decodeManifest(_ string, data []byte) ([]*File, error) {
 	}
 	files := make([]*File, 0, len(specs))
 	for i, m := range specs {
-		spec := FileSpec{Name: m.Name, Content: m.Content, Mode: DefaultMode}
+		spec := FileSpec{Name: m.Name, Content: m.Content, Mode: DefaultMode, Kind: m.Kind, Dir: m.Dir}
+		if spec.isDir() {
+			spec.Mode = DefaultDirMode
+		}
 		if m.Mode != "" {
 			if err := spec.Mode.UnmarshalText([]byte(m.Mode)); err != nil {
 				return nil, fmt.Errorf("document %d: %w", i+1, err)
@@ -99,6 +102,8 @@ type manifestSpec struct {
 	Name    string `yaml:"name"`
 	Content string `yaml:"content"`
 	Mode    string `yaml:"mode"`
+	Kind    string `yaml:"kind"` // "dir" for a directory
+	Dir     string `yaml:"dir"`  // the directory object a file is in
 }
 
 // errorStatus is the HTTP status of an error of the desired state.

@@ -41,7 +41,12 @@ func newFileOps(cfg Config, log *slog.Logger) *fileOps {
 // repaired. A file that already matches is left untouched, so a refresh
 // costs one read per file.
 func (o *fileOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, f *File) error {
-	path := filepath.Join(o.dir, f.Name)
+	if f.isDir() {
+		return o.updateDir(f)
+	}
+	// A file in a directory is written only once the directory's object
+	// is Done (Config.DependsOn): its directory is not created here.
+	path := f.path(o.dir)
 	drift, err := o.drift(path, f)
 	if err != nil {
 		// For example a directory where the file should be: the
@@ -99,7 +104,10 @@ func (o *fileOps) drift(path string, f *File) (string, error) {
 // Delete removes the file of a deleted row. A file that is already gone is
 // fine; a directory of that name is not ours and is left alone.
 func (o *fileOps) Delete(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revision, f *File) error {
-	path := filepath.Join(o.dir, f.Name)
+	if f.isDir() {
+		return o.deleteDir(f)
+	}
+	path := f.path(o.dir)
 	if info, err := os.Lstat(path); err == nil && info.IsDir() {
 		return nil
 	}
@@ -110,17 +118,34 @@ func (o *fileOps) Delete(ctx context.Context, _ statedb.ReadTxn, _ statedb.Revis
 	return nil
 }
 
-// Prune removes every regular file and symlink in the directory that is not
-// in objs, the full desired set: files dropped in by hand, files deleted
-// from the table while the program was down, and temporary files left by a
-// crash. The reconciler calls it only once the table is initialized (the
+// Prune removes every regular file and symlink in the directory, and in
+// its desired directories, that is not in objs, the full desired set:
+// files dropped in by hand, files deleted from the table while the
+// program was down, and temporary files left by a crash. A directory no
+// longer desired is left alone: directories are not pruned. The reconciler calls it only once the table is initialized (the
 // desired-state file is loaded), otherwise it would delete everything.
 func (o *fileOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*File, statedb.Revision]) error {
-	desired := map[string]bool{}
+	desired := map[string]bool{} // by path relative to the state directory
+	var dirs []string
 	for f := range objs {
-		desired[f.Name] = true
+		desired[filepath.Join(f.Dir, f.Name)] = true
+		if f.isDir() {
+			dirs = append(dirs, f.Name)
+		}
 	}
-	entries, err := os.ReadDir(o.dir)
+	var errs []error
+	for _, dir := range append([]string{""}, dirs...) {
+		if err := o.pruneIn(ctx, dir, desired); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneIn removes what Prune removes from dir, a directory object's name
+// ("" for the state directory itself).
+func (o *fileOps) pruneIn(ctx context.Context, dir string, desired map[string]bool) error {
+	entries, err := os.ReadDir(filepath.Join(o.dir, dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil // nothing to prune; Update recreates the directory
 	}
@@ -129,17 +154,18 @@ func (o *fileOps) Prune(ctx context.Context, _ statedb.ReadTxn, objs iter.Seq2[*
 	}
 	var errs []error
 	for _, e := range entries {
-		if desired[e.Name()] || !prunable(e.Type()) {
+		name := filepath.Join(dir, e.Name())
+		if desired[name] || !prunable(e.Type()) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := removeFile(filepath.Join(o.dir, e.Name())); err != nil {
+		if err := removeFile(filepath.Join(o.dir, name)); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		o.log.Info("Pruned unexpected file", "name", e.Name())
+		o.log.Info("Pruned unexpected file", "name", name)
 	}
 	return errors.Join(errs...)
 }

@@ -19,6 +19,12 @@ func newFileReconciler(cfg Config, p reconciler.Params, files statedb.RWTable[*F
 		CloneObject:     (*File).Clone,
 		Operations:      ops,
 
+		// A file in a directory needs the directory's object: its Update
+		// waits (Blocked, not failing) until the directory is Done, and
+		// the directory's Delete waits until the file is deleted.
+		// Explain says what a blocked file waits for.
+		DependsOn: dependsOn,
+
 		// Changes made in the table (PUT, DELETE) are reconciled at once.
 		// Changes made behind our back in the directory are not seen
 		// until one of two periodic passes finds them:
