@@ -234,6 +234,7 @@ func startFlags(fs *pflag.FlagSet) {
 	fs.Duration("backoff", 10*time.Millisecond, "Config.RetryBackoffMin")
 	fs.Duration("backoff-max", 50*time.Millisecond, "Config.RetryBackoffMax")
 	fs.Bool("suspended", false, "Config.StartSuspended")
+	fs.Bool("deps", false, "Config.DependsOn: an object's value \"v>a,b\" depends on a and b")
 	fs.Bool("sync", false, "whole-set: SyncOperations instead of Operations")
 	fs.Duration("quiet", 0, "with --sync: Config.SyncDebounce.Quiet")
 	fs.Duration("max-wait", 0, "with --sync: Config.SyncDebounce.MaxWait")
@@ -282,6 +283,9 @@ func (f *fixture) start(s *script.State) error {
 	}
 	if batch {
 		cfg.BatchOperations = ops
+	}
+	if deps, _ := s.Flags.GetBool("deps"); deps {
+		cfg.DependsOn = dependsOn
 	}
 	if sync, _ := s.Flags.GetBool("sync"); sync {
 		syncShape(s, &cfg, f.target(name))
