@@ -157,3 +157,51 @@ func TestPruneInDependencyOrder(t *testing.T) {
 		}
 	})
 }
+
+// byGroup is docs/replicas.md's wrapper: it owns a key when it owns the
+// key's group.
+type byGroup struct {
+	reconciler.Ownership
+	group func(key []byte) []byte
+}
+
+func (o byGroup) Owns(key []byte) bool {
+	if key == nil {
+		return o.Ownership.Owns(nil)
+	}
+	return o.Ownership.Owns(o.group(key))
+}
+
+func (o byGroup) Acquire(ctx context.Context, key []byte) (context.Context, func(), bool) {
+	if key == nil {
+		return o.Ownership.Acquire(ctx, nil)
+	}
+	return o.Ownership.Acquire(ctx, o.group(key))
+}
+
+// TestDependencyGroupedOwnership: with docs/replicas.md's wrapper, a file
+// goes with its directory's replica, and is not Blocked on it; another
+// directory's file, owned elsewhere, is not this replica's work.
+func TestDependencyGroupedOwnership(t *testing.T) {
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		own := newFlipOwnership()
+		own.all, own.set = false, map[string]bool{"d1": true}
+		withDeps(cfg)
+		cfg.Ownership = byGroup{own, func(key []byte) []byte {
+			dir, _, _ := strings.Cut(string(key), "/")
+			return []byte(dir)
+		}}
+	}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("d1", "d"), pendingObject("d1/f", "v>d1"), pendingObject("d2", "d"), pendingObject("d2/f", "v>d2"))
+		synctest.Wait()
+		if st := tableStatus(f, "d1/f"); st.Kind != reconciler.StatusKindDone {
+			t.Fatalf("d1/f %s:\n%s", st.Kind, explainKey(t, f, "d1/f"))
+		}
+		if e := explainKey(t, f, "d2/f"); e.State != reconciler.KeyNotOwned {
+			t.Fatalf("d2/f: %s %q, want NotOwned", e.State, e.Reason)
+		}
+		if h := f.target("").History(); !slices.Equal(h, []string{"update(d1)", "update(d1/f)"}) {
+			t.Fatalf("history %v", h)
+		}
+	})
+}
