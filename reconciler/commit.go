@@ -309,10 +309,14 @@ func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedA
 	if r.deleted {
 		c.t.deleted.add(r.key, r.rev, now)
 	}
-	key, obj, deleted := r.key, r.obj, r.deleted
+	var deps []string
+	if c.t.deps != nil && !r.deleted {
+		deps = c.t.deps.depsOfRow(r) // before settle frees the row's detail
+	}
+	key, deleted := r.key, r.deleted
 	c.t.settle(r)
 	if c.t.deps != nil {
-		c.t.depSettled(key, obj, deleted, now) // released in the step that commits the Done
+		c.t.depSettled(key, deps, deleted, now) // released in the step that commits the Done
 	}
 	if w == nil || start.IsZero() || committedAt.IsZero() || committedAt.Before(start) {
 		return 0, false

@@ -34,7 +34,7 @@ func (t *requests[Obj]) edges(key string) ([]string, bool) {
 		if r.deleted {
 			return nil, false
 		}
-		return t.deps.depsOf(r.obj), true
+		return t.deps.depsOfRow(r), true
 	}
 	if a := t.deps.applied[key]; a != nil && len(a.deps) > 0 {
 		return a.deps, true
@@ -63,8 +63,22 @@ func (t *requests[Obj]) hasWaiters(key string) bool {
 // edges next gives (false: none from that key), and returns it as a cycle
 // starting at key, or nil. Each key is visited once.
 func (t *requests[Obj]) walk(key string, deps []string, next func(string) ([]string, bool)) []string {
-	parent := map[string]string{}
-	stack := make([]string, 0, len(deps))
+	g := t.deps
+	if g.parent == nil {
+		g.parent = map[string]string{}
+	}
+	parent, stack := g.parent, g.stack[:0]
+	defer func() {
+		// Kept for the next walk, unless a large one grew them: clearing
+		// a map costs its size.
+		if len(parent) > 256 {
+			g.parent, g.stack = nil, nil
+		} else {
+			clear(parent)
+			clear(stack[:cap(stack)])
+			g.stack = stack[:0]
+		}
+	}()
 	for _, d := range deps {
 		if _, seen := parent[d]; !seen {
 			parent[d] = key

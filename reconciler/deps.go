@@ -62,6 +62,9 @@ type depGraph[Obj any] struct {
 	heaps     blockedHeaps[Obj]
 	// lastHealth is what health last said of the keys blocked long.
 	lastHealth string
+	// parent and stack are the cycle walk's, kept between walks.
+	parent map[string]string
+	stack  []string
 }
 
 // appliedKey is what the graph keeps of a key whose object is applied, or
@@ -119,6 +122,21 @@ func (g *depGraph[Obj]) depsOf(obj Obj) []string {
 	return out
 }
 
+// noDeps is the dependencies of an object that names none, asked.
+var noDeps = []string{}
+
+// depsOfRow returns the dependencies of r's object, asking DependsOn once
+// per object read.
+func (g *depGraph[Obj]) depsOfRow(r *request[Obj]) []string {
+	if r.deps == nil {
+		r.deps = g.depsOf(r.obj)
+		if len(r.deps) == 0 {
+			r.deps = noDeps
+		}
+	}
+	return r.deps
+}
+
 // depState says whether key is Done for this reconciler, and if not, why.
 func (t *requests[Obj]) depState(key string) (bool, string) {
 	r := t.rows[key]
@@ -166,7 +184,7 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 		a := g.applied[r.key]
 		return a != nil && a.users > 0
 	}
-	deps := g.depsOf(r.obj)
+	deps := g.depsOfRow(r)
 	if slices.Contains(deps, r.key) {
 		t.onCycle(r, []string{r.key}) // it depends on itself
 		return true
@@ -186,7 +204,7 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 // firstUnmet returns the first dependency of a Blocked update that is not
 // Done, and why.
 func (t *requests[Obj]) firstUnmet(r *request[Obj]) (string, string, bool) {
-	for _, d := range t.deps.depsOf(r.obj) {
+	for _, d := range t.deps.depsOfRow(r) {
 		if done, why := t.depState(d); !done {
 			return d, why, true
 		}
@@ -217,7 +235,7 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 // waiting list of whichever of its keys is judged last (cycleThrough).
 func (t *requests[Obj]) register(w depWaiter[Obj]) {
 	g := t.deps
-	for _, d := range g.depsOf(w.r.obj) {
+	for _, d := range g.depsOfRow(w.r) {
 		list := append(g.waiting[d], w)
 		if n := len(list); n >= 64 && n&(n-1) == 0 { // at each doubling: drop what went stale
 			list = compactWaiters(list)
@@ -260,14 +278,14 @@ func (t *requests[Obj]) release(key string, now time.Time) {
 	}
 }
 
-// depSettled records that key's operation succeeded: its Update of obj,
-// or its Delete.
-func (t *requests[Obj]) depSettled(key string, obj Obj, deleted bool, now time.Time) {
+// depSettled records that key's operation succeeded: its Update of an
+// object naming deps, or its Delete.
+func (t *requests[Obj]) depSettled(key string, deps []string, deleted bool, now time.Time) {
 	if deleted {
 		t.depGone(key, now)
 		return
 	}
-	t.narrow(key, obj, now)
+	t.narrow(key, deps, now)
 	t.depDone(key, now)
 }
 
@@ -277,10 +295,10 @@ func (t *requests[Obj]) depSettled(key string, obj Obj, deleted bool, now time.T
 // whatever its result says). What an earlier attempt named stays
 // too (the target may hold either) until one succeeds (depSettled) or a
 // Delete of key does.
-func (t *requests[Obj]) depApply(key string, obj Obj) {
+func (t *requests[Obj]) depApply(key string, deps []string) {
 	g := t.deps
 	a := g.node(key)
-	for _, d := range g.depsOf(obj) {
+	for _, d := range deps {
 		if !slices.Contains(a.deps, d) {
 			g.node(d).users++
 			a.deps = append(a.deps, d)
@@ -288,14 +306,13 @@ func (t *requests[Obj]) depApply(key string, obj Obj) {
 	}
 }
 
-// narrow records that key's Update of obj succeeded: the target holds
-// obj, and only obj's dependencies are named by key from now on.
-func (t *requests[Obj]) narrow(key string, obj Obj, now time.Time) {
+// narrow records that key's Update of an object naming deps succeeded:
+// the target holds it, and only deps are named by key from now on.
+func (t *requests[Obj]) narrow(key string, deps []string, now time.Time) {
 	a := t.deps.applied[key]
 	if a == nil {
 		return
 	}
-	deps := t.deps.depsOf(obj)
 	var gone []string
 	kept := a.deps[:0]
 	for _, d := range a.deps {

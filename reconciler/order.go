@@ -322,7 +322,7 @@ func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.T
 			return
 		}
 		if t.deps != nil && !r.deleted {
-			t.depApply(r.key, r.obj) // the target may hold it from now on
+			t.depApply(r.key, t.deps.depsOfRow(r)) // the target may hold it from now on
 		}
 		t.lastAttempt++
 		r.attempt, r.running = t.lastAttempt, t.lastAttempt

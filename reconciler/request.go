@@ -129,6 +129,9 @@ type detail[Obj any] struct {
 	attempt, writing, taskSeq uint64
 	loggedErr                 string // the failure last logged, and when
 	loggedAt                  time.Time
+	// deps are obj's dependencies (Config.DependsOn), asked once per
+	// object read: nil until asked (depsOfRow).
+	deps []string
 	// Positions in the retry heaps (an ordered Queued row: in the
 	// ordering's heaps, order.go), the refresh heap, active and
 	// failingRows.

@@ -255,7 +255,7 @@ func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, s
 			// another writer putting back a copy of the object from
 			// before our last status write. The result is written over
 			// what asked again.
-			r.obj, r.rev = ch.obj, ch.rev
+			r.obj, r.rev, r.deps = ch.obj, ch.rev, nil
 			if !sameStatus(r.expect, st) {
 				t.setExpect(r, st)
 			}
@@ -266,7 +266,7 @@ func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, s
 	case live && sameStatus(r.expect, st):
 		// A status write that leaves ours as we know it (our own, or
 		// another reconciler's on a shared object): follow the revision.
-		r.obj, r.rev = ch.obj, ch.rev
+		r.obj, r.rev, r.deps = ch.obj, ch.rev, nil
 	case r == nil && st.Kind == StatusKindError && ch.rev <= startRev:
 		// Failed in an earlier run, whose retries are gone: retried at
 		// once, not queued by this change.
