@@ -205,3 +205,44 @@ func TestDependencyGroupedOwnership(t *testing.T) {
 		}
 	})
 }
+
+// orderedSync records the order of the desired objects of each Sync.
+type orderedSync struct {
+	testSyncOps
+	mu   sync.Mutex
+	seen [][]string
+}
+
+func (o *orderedSync) Sync(ctx context.Context, txn statedb.ReadTxn, desired iter.Seq2[*testObject, statedb.Revision], changes iter.Seq[reconciler.Change[*testObject]]) error {
+	var ids []string
+	for obj := range desired {
+		ids = append(ids, obj.ID)
+	}
+	o.mu.Lock()
+	o.seen = append(o.seen, ids)
+	o.mu.Unlock()
+	return o.testSyncOps.Sync(ctx, txn, desired, changes)
+}
+
+// TestSyncInDependencyOrder: a whole-set Sync gets the desired objects
+// dependencies first, whatever their order in the table.
+func TestSyncInDependencyOrder(t *testing.T) {
+	var ops *orderedSync
+	inSyncBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		withDeps(cfg)
+		ops = &orderedSync{testSyncOps: cfg.SyncOperations.(*timedSync).testSyncOps}
+		cfg.SyncOperations = ops
+	}, func(f *fixture, _ *timedSync) {
+		insert(t, f, pendingObject("a", "v>b"), pendingObject("b", "v>c"), pendingObject("c", "v"), pendingObject("d", "v>a"))
+		f.markInit()
+		synctest.Wait()
+		ops.mu.Lock()
+		defer ops.mu.Unlock()
+		if len(ops.seen) == 0 {
+			t.Fatal("no Sync ran")
+		}
+		if got, want := ops.seen[len(ops.seen)-1], []string{"c", "b", "a", "d"}; !slices.Equal(got, want) {
+			t.Fatalf("Sync saw %v, want %v", got, want)
+		}
+	})
+}
