@@ -8,7 +8,6 @@ import (
 
 	"github.com/converge-go/converge/reconciler/internal/clock"
 	"github.com/converge-go/converge/reconciler/internal/health"
-	"github.com/converge-go/converge/reconciler/internal/heap"
 )
 
 // What the dependency graph adds to the reports and to Explain: the
@@ -20,44 +19,6 @@ import (
 // blockedHealthAfter is how long a key may stay Blocked before health
 // says so: a dependency that takes that long is missing or failing.
 const blockedHealthAfter = time.Minute
-
-// blockedHeaps are the Blocked rows by askedAt, and those not attempted
-// yet: a Blocked row is in no retry heap and no order queue, so their
-// positions are free.
-type blockedHeaps[Obj any] struct {
-	byAsk, untried heap.Indexed[*request[Obj]]
-}
-
-func (h *blockedHeaps[Obj]) init() {
-	byAsk := func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt }
-	h.byAsk = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.askIdx }}
-	h.untried = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.dueIdx }}
-}
-
-func (h *blockedHeaps[Obj]) push(r *request[Obj]) {
-	h.byAsk.Push(r)
-	if !r.tried {
-		h.untried.Push(r)
-	}
-}
-
-func (h *blockedHeaps[Obj]) remove(r *request[Obj]) {
-	h.byAsk.Remove(r.askIdx)
-	if !r.tried {
-		h.untried.Remove(r.dueIdx)
-	}
-}
-
-// view adds the Blocked rows to v: a change not attempted holds
-// reconciled back, any holds the retry low watermark.
-func (h *blockedHeaps[Obj]) view(v *tableView[Obj]) {
-	if u := h.untried.Items; len(u) > 0 {
-		v.reconciled = min(v.reconciled, u[0].askedAt-1)
-	}
-	if q := h.byAsk.Items; len(q) > 0 && (v.oldest == nil || q[0].askedAt < v.oldest.askedAt) {
-		v.oldest = q[0]
-	}
-}
 
 // oldestBlocked returns the row Blocked longest, and since when (nil:
 // none). Stale entries at the head of the list are dropped as met.

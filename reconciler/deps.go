@@ -59,7 +59,7 @@ type depGraph[Obj any] struct {
 	// blockedAt lists the Blocked rows in the order they were blocked:
 	// the oldest valid entry at its head is how long a key has waited.
 	blockedAt []depWaiter[Obj]
-	heaps     blockedHeaps[Obj]
+	heaps     waitingHeaps[Obj]
 	// lastHealth is what health last said of the keys blocked long.
 	lastHealth string
 	// parent and stack are the cycle walk's, kept between walks.

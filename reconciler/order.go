@@ -7,7 +7,6 @@ import (
 
 	"github.com/cilium/statedb"
 
-	"github.com/converge-go/converge/reconciler/internal/heap"
 	"github.com/converge-go/converge/reconciler/internal/order"
 )
 
@@ -112,7 +111,7 @@ type ordering[Obj any] struct {
 	running  map[string]int // operations in flight, by target
 	// The Queued rows by askedAt, and those not attempted yet: the
 	// reports' watermarks (view), which active gives in FIFO mode.
-	byAsk, untried heap.Indexed[*request[Obj]]
+	marks waitingHeaps[Obj]
 	// aheadTo is the last revision readAhead looked at; unread what it
 	// looked at and left for the reader.
 	aheadTo statedb.Revision
@@ -131,10 +130,7 @@ func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
 		priority: cfg.Priority, fair: cfg.FairnessKey, target: cfg.TargetKey, maxWait: cfg.MaxWait,
 		cap: cfg.TargetConcurrency, running: map[string]int{},
 	}
-	byAsk := func(a, b *request[Obj]) bool { return a.askedAt < b.askedAt }
-	// A Queued row is in no retry heap: their positions are free.
-	o.byAsk = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.askIdx }}
-	o.untried = heap.Indexed[*request[Obj]]{Less: byAsk, Index: func(r *request[Obj]) *int { return &r.dueIdx }}
+	o.marks.init()
 	return o
 }
 
@@ -142,31 +138,20 @@ func newOrdering[Obj comparable](cfg Config[Obj]) *ordering[Obj] {
 func (o *ordering[Obj]) push(r *request[Obj], now time.Time) {
 	o.q.Push(order.Entry[*request[Obj]]{Item: r, Gen: r.gen, Priority: o.priorityOf(r.obj), Class: classOf(r),
 		Fair: o.fairOf(r.obj), Target: o.targetOf(r.obj), At: now})
-	o.byAsk.Push(r)
-	if !r.tried {
-		o.untried.Push(r)
-	}
+	o.marks.push(r)
 }
 
 // remove takes r, leaving Queued, out of the heaps; its entry in the
 // queue goes stale (the queue drops it when met).
 func (o *ordering[Obj]) remove(r *request[Obj]) {
-	o.byAsk.Remove(r.askIdx)
-	if !r.tried {
-		o.untried.Remove(r.dueIdx)
-	}
+	o.marks.remove(r)
 }
 
 // view adds the Queued rows to v, which walked active. A row counts as
 // waiting from when it became ready (since), which is when it was queued
 // unless it waited Busy first.
 func (o *ordering[Obj]) view(v *tableView[Obj]) {
-	if u := o.untried.Items; len(u) > 0 {
-		v.reconciled = min(v.reconciled, u[0].askedAt-1)
-	}
-	if q := o.byAsk.Items; len(q) > 0 && (v.oldest == nil || q[0].askedAt < v.oldest.askedAt) {
-		v.oldest = q[0]
-	}
+	o.marks.view(v)
 	if at, ok := o.q.OldestAt(); ok && at.Before(v.oldestPicked) {
 		v.oldestPicked = at
 	}

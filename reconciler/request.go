@@ -396,7 +396,7 @@ func (t *requests[Obj]) setTried(r *request[Obj]) {
 	}
 	switch {
 	case r.state == stQueued && t.order != nil:
-		t.order.untried.Remove(r.dueIdx)
+		t.order.marks.untried.Remove(r.dueIdx)
 	case r.state == stBlocked:
 		t.deps.heaps.untried.Remove(r.dueIdx)
 	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:

@@ -57,8 +57,8 @@ func checkTable(t *testing.T, tb *requests[int], step int) {
 		fail("kinds %v, counted %v", c.kinds, tb.kinds)
 	case c.failing != tb.failing || c.failing != len(tb.failingRows) || c.executing != tb.executing:
 		fail("failing %d, executing %d; counted %d (%d indexed), %d", c.failing, c.executing, tb.failing, len(tb.failingRows), tb.executing)
-	case tb.order != nil && (c.queued != tb.order.byAsk.Len() || c.untried != tb.order.untried.Len()):
-		fail("%d queued, %d untried; heaps %d, %d", c.queued, c.untried, tb.order.byAsk.Len(), tb.order.untried.Len())
+	case tb.order != nil && (c.queued != tb.order.marks.byAsk.Len() || c.untried != tb.order.marks.untried.Len()):
+		fail("%d queued, %d untried; heaps %d, %d", c.queued, c.untried, tb.order.marks.byAsk.Len(), tb.order.marks.untried.Len())
 	case c.active != len(tb.active) || c.active != len(tb.marks):
 		fail("%d active rows, %d in active, %d marks", c.active, len(tb.active), len(tb.marks))
 	case c.retrying != tb.byDue.Len() || c.retrying != tb.byAsk.Len() || c.refreshing != tb.refreshQ.Len():
@@ -104,7 +104,7 @@ func checkRowIndexes(fail func(string, ...any), tb *requests[int], key string, r
 	case r.state == stQueued && tb.order != nil:
 		c.queued++
 		c.untried += b2i(!r.tried)
-		if tb.order.byAsk.Items[r.askIdx] != r || !r.tried && tb.order.untried.Items[r.dueIdx] != r {
+		if tb.order.marks.byAsk.Items[r.askIdx] != r || !r.tried && tb.order.marks.untried.Items[r.dueIdx] != r {
 			fail("row %q is not where the ordering's heaps say", key)
 		}
 	case r.state == stQueued, r.state == stBusy, r.state == stRunning, r.state == stCommitting:
