@@ -250,4 +250,12 @@ type Config[Obj any] struct {
 	// TargetConcurrency is the most operations of one TargetKey in flight.
 	// Default 1; only with TargetKey.
 	TargetConcurrency int
+
+	// Observers are told what happens to each request: read, ready,
+	// started, finished, committed, failed, given up (see Observer and
+	// Event). They are called synchronously and must return at once; a
+	// Subscription hands outcomes to a slow reader without blocking,
+	// dropping (and counting) what does not fit. A panic in one is
+	// recovered and counted. Default: none, which costs nothing.
+	Observers []Observer
 }

@@ -189,7 +189,9 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 	}
 	defer release() // once the operation has returned, timed out or not
 	var start time.Time
-	if !x.nopMetrics {
+	if x.obs != nil {
+		start = x.obs.attempt(ctx, t.op, en)
+	} else if !x.nopMetrics {
 		start = time.Now()
 	}
 	res.err = x.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {
@@ -203,6 +205,9 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 		}
 		return x.cfg.Operations.Delete(ctx, t.txn, en.rev, target)
 	})
+	if x.obs != nil {
+		x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start)
+	}
 	if !x.nopMetrics {
 		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, time.Since(start))
 	}

@@ -85,6 +85,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	if r.cfg.Ownership != nil {
 		l.t.owns = r.ownsKey
 	}
+	l.t.obs = r.obs
 	return l
 }
 

@@ -1,0 +1,207 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/converge-go/converge/reconciler/internal/workers"
+)
+
+// How the engine tells its observers (observe.go): one observing per
+// reconciler, nil without Config.Observers, so that every hook costs one
+// nil check when nobody observes. The hooks sit where the things happen:
+// entered under every state change of the request table (read, ready),
+// attempt and finished around an operation on its worker, settled where a
+// result moves its request on (committed), failed in failure.go.
+
+// observing is a reconciler's observers and what it knows to fill events.
+type observing[Obj any] struct {
+	list   []observerEntry
+	log    *slog.Logger
+	sink   ObserverMetrics // nil when the metrics do not record observers
+	logged atomic.Bool     // the first panic was logged
+
+	priority func(Obj) int
+	target   func(Obj) string
+}
+
+// observerEntry is one observer, and its offer when it is a buffer that
+// says whether an event fitted (Subscription).
+type observerEntry struct {
+	o     Observer
+	offer func(Event) bool
+}
+
+// offerer is an observer that hands events over without blocking and
+// reports whether one fitted (false: dropped, counted in the metrics).
+type offerer interface {
+	offer(e Event) bool
+}
+
+// newObserving returns cfg's observers, or nil when there are none.
+func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetrics) *observing[Obj] {
+	if len(cfg.Observers) == 0 {
+		return nil
+	}
+	o := &observing[Obj]{log: log, priority: cfg.Priority, target: cfg.TargetKey}
+	o.sink, _ = m.(ObserverMetrics)
+	for _, ob := range cfg.Observers {
+		e := observerEntry{o: ob}
+		if off, ok := ob.(offerer); ok {
+			e.offer = off.offer
+		}
+		o.list = append(o.list, e)
+	}
+	return o
+}
+
+// emit tells every observer of e.
+func (o *observing[Obj]) emit(e Event) {
+	for i := range o.list {
+		o.tell(&o.list[i], e)
+	}
+}
+
+// tell gives e to one observer, recovering its panic.
+func (o *observing[Obj]) tell(ob *observerEntry, e Event) {
+	defer func() {
+		if p := recover(); p != nil {
+			o.panicked(p)
+		}
+	}()
+	if ob.offer == nil {
+		ob.o.Observe(e)
+		return
+	}
+	if !ob.offer(e) && o.sink != nil {
+		o.sink.ObserverDropped(1)
+	}
+}
+
+// panicked counts an observer's panic and logs the first.
+func (o *observing[Obj]) panicked(p any) {
+	if o.sink != nil {
+		o.sink.ObserverPanicked()
+	}
+	if !o.logged.Swap(true) {
+		o.log.Error("Observer panicked; recovered (the event is lost to it; later panics are counted, not logged)",
+			"panic", fmt.Sprint(p))
+	}
+}
+
+// entered is called as request r enters state s, before r.state changes:
+// a request made (from no state) or a retry come due is read; a Queued
+// one is ready.
+func (o *observing[Obj]) entered(r *request[Obj], s reqState, now time.Time) {
+	if o != nil && r.detail != nil && (s == stQueued || s == stBusy) {
+		o.enter(r, s, now)
+	}
+}
+
+func (o *observing[Obj]) enter(r *request[Obj], s reqState, now time.Time) {
+	e := Event{Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1}
+	switch r.state {
+	case reqStateCount:
+		e.Kind, e.Why, e.RequestedAt = EventRead, ReadChange, r.requestedAt
+		switch {
+		case r.deleted:
+			e.Why = ReadDelete
+		case r.asked.Kind == StatusKindRefreshing:
+			e.Why = ReadRefresh
+		}
+		o.emit(e)
+	case stRetrying:
+		e.Kind, e.Why = EventRead, ReadRetry
+		o.emit(e)
+	}
+	if s == stQueued {
+		e.Kind, e.Why, e.RequestedAt = EventReady, 0, time.Time{}
+		o.emit(e)
+	}
+}
+
+// attempt tells of an attempt on en starting on a worker, and returns the
+// time it started.
+func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) time.Time {
+	e := Event{Kind: EventStarted, Key: en.key, Time: time.Now(), Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
+		Attempt: en.failures + 1, Op: op, Worker: workers.ID(ctx)}
+	if o.priority != nil && !e.Deleted {
+		e.Priority = o.priority(en.obj)
+	}
+	if o.target != nil {
+		e.Target = o.target(en.obj)
+	}
+	o.emit(e)
+	return e.Time
+}
+
+// finished tells of an attempt on en that returned err, started at start.
+func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time) {
+	now := time.Now()
+	o.emit(Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
+		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err})
+}
+
+// settled is called as a result moves its request on: its status write
+// (w; nil when it had none) went as it went.
+func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], now time.Time) {
+	if o == nil {
+		return
+	}
+	r := v.r
+	e := Event{Kind: EventCommitted, Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted,
+		Attempt: r.attempts + 1, Op: v.op, Commit: CommitNothing, Status: StatusKindDone}
+	switch {
+	case w != nil && w.outcome == writeLanded:
+		e.Commit = CommitWritten
+	case w != nil:
+		e.Commit = CommitDropped
+	}
+	switch {
+	case v.failed != nil:
+		e.Status, e.Err = StatusKindError, v.failed
+	case isDeferral(v.err):
+		e.Status = StatusKindPending
+	}
+	o.emit(e)
+}
+
+// failed is called once a failed attempt is retried (due) or given up on
+// (due zero); r.attempts counts it.
+func (o *observing[Obj]) failed(r *request[Obj], err error, due, now time.Time) {
+	if o == nil {
+		return
+	}
+	e := Event{Kind: EventFailed, Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts, Err: err, Due: due}
+	o.emit(e)
+	if due.IsZero() {
+		e.Kind, e.Due = EventGivenUp, time.Time{}
+		o.emit(e)
+	}
+}
+
+// syncStarted and syncFinished tell of a whole Sync on its goroutine.
+func (o *observing[Obj]) syncStarted(objects, attempt int) time.Time {
+	now := time.Now()
+	o.emit(Event{Kind: EventStarted, Time: now, Op: OpSync, Objects: objects, Attempt: attempt})
+	return now
+}
+
+func (o *observing[Obj]) syncFinished(objects, attempt int, res Result, err error, start time.Time) {
+	now := time.Now()
+	o.emit(Event{Kind: EventFinished, Time: now, Op: OpSync, Objects: objects, Attempt: attempt,
+		Result: res, Duration: now.Sub(start), Err: err})
+}
+
+// validObservers refuses a nil entry of Config.Observers.
+func validObservers(list []Observer) error {
+	for i, o := range list {
+		if o == nil {
+			return fmt.Errorf("%w: Config.Observers[%d] is nil", ErrInvalidConfig, i)
+		}
+	}
+	return nil
+}
