@@ -95,14 +95,16 @@ func (o *observing[Obj]) panicked(p any) {
 // entered is called as request r enters state s, before r.state changes:
 // a request made (from no state) or a retry come due is read; a Queued
 // one is ready.
-func (o *observing[Obj]) entered(r *request[Obj], s reqState, now time.Time) {
+// Events carry the time they are told at, not the loop step's: a step's
+// time is older than a worker's event the step acts on.
+func (o *observing[Obj]) entered(r *request[Obj], s reqState) {
 	if o != nil && r.detail != nil && (s == stQueued || s == stBusy) {
-		o.enter(r, s, now)
+		o.enter(r, s)
 	}
 }
 
-func (o *observing[Obj]) enter(r *request[Obj], s reqState, now time.Time) {
-	e := Event{Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1}
+func (o *observing[Obj]) enter(r *request[Obj], s reqState) {
+	e := Event{Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1}
 	switch r.state {
 	case reqStateCount:
 		e.Kind, e.Why, e.RequestedAt = EventRead, ReadChange, r.requestedAt
@@ -147,12 +149,12 @@ func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error
 
 // settled is called as a result moves its request on: its status write
 // (w; nil when it had none) went as it went.
-func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], now time.Time) {
+func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj]) {
 	if o == nil {
 		return
 	}
 	r := v.r
-	e := Event{Kind: EventCommitted, Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted,
+	e := Event{Kind: EventCommitted, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted,
 		Attempt: r.attempts + 1, Op: v.op, Commit: CommitNothing, Status: StatusKindDone}
 	switch {
 	case w != nil && w.outcome == writeLanded:
@@ -171,11 +173,11 @@ func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], now time.
 
 // failed is called once a failed attempt is retried (due) or given up on
 // (due zero); r.attempts counts it.
-func (o *observing[Obj]) failed(r *request[Obj], err error, due, now time.Time) {
+func (o *observing[Obj]) failed(r *request[Obj], err error, due time.Time) {
 	if o == nil {
 		return
 	}
-	e := Event{Kind: EventFailed, Key: r.key, Time: now, Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts, Err: err, Due: due}
+	e := Event{Kind: EventFailed, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts, Err: err, Due: due}
 	o.emit(e)
 	if due.IsZero() {
 		e.Kind, e.Due = EventGivenUp, time.Time{}

@@ -220,7 +220,7 @@ func contains(s, sub string) bool {
 // observerCounts is a Metrics that counts what observers lost.
 type observerCounts struct {
 	reconciler.NopMetrics
-	mu                 sync.Mutex
+	mu                  sync.Mutex
 	dropped, panicCount int
 }
 

@@ -205,7 +205,7 @@ func (r *request[Obj]) counted() bool {
 // enter puts r into state s (its fields already set for it) and into what
 // s puts a row in.
 func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.Time) {
-	t.obs.entered(r, s, now)
+	t.obs.entered(r, s)
 	r.state, r.why = s, why
 	if r.detail != nil {
 		r.since = now
