@@ -29,6 +29,10 @@ type opEntry[Obj any] struct {
 	// asked, when set, is written into the clone before Update: a
 	// retry's object carries the status that asked for the work.
 	asked *Status
+	// queuedAt (Unix nanoseconds) and class are, for observers only,
+	// when the request was queued and why (observe_engine.go).
+	queuedAt int64
+	class    ReadWhy
 }
 
 // task is one unit of work for a worker: one object, a batch, or a prune.
@@ -81,6 +85,9 @@ func (x *runner[Obj]) tasks(buf []task[Obj], taken []*request[Obj], txn statedb.
 		if r.tried && !r.deleted {
 			asked := r.asked // a copy: the loop may change r meanwhile
 			en.asked = &asked
+		}
+		if x.obs != nil {
+			en.queuedAt, en.class = r.pickedAt.UnixNano(), readClass(r)
 		}
 		return en
 	}

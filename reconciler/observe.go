@@ -141,7 +141,9 @@ type Event struct {
 	// Deleted is set when the request is the object's delete.
 	Deleted bool
 
-	Why ReadWhy // EventRead
+	// Why is what made the request (EventRead), and its waiting class
+	// (EventStarted): a change, a delete, a refresh or a retry.
+	Why ReadWhy
 	// RequestedAt is when the change being reconciled was written: the
 	// UpdatedAt of the Pending status its writer set (EventRead; zero
 	// when unknown).
@@ -158,6 +160,9 @@ type Event struct {
 	Worker   int
 	Priority int
 	Target   string
+	// QueuedAt is when the request was queued for this attempt: read, or
+	// its retry came due (EventStarted). Time minus QueuedAt is its wait.
+	QueuedAt time.Time
 	// Objects is a Sync's desired set size (EventStarted, EventFinished
 	// with Op OpSync).
 	Objects int

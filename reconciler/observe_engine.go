@@ -107,13 +107,7 @@ func (o *observing[Obj]) enter(r *request[Obj], s reqState) {
 	e := Event{Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1}
 	switch r.state {
 	case reqStateCount:
-		e.Kind, e.Why, e.RequestedAt = EventRead, ReadChange, r.requestedAt
-		switch {
-		case r.deleted:
-			e.Why = ReadDelete
-		case r.asked.Kind == StatusKindRefreshing:
-			e.Why = ReadRefresh
-		}
+		e.Kind, e.Why, e.RequestedAt = EventRead, readClass(r), r.requestedAt
 		o.emit(e)
 	case stRetrying:
 		e.Kind, e.Why = EventRead, ReadRetry
@@ -125,11 +119,25 @@ func (o *observing[Obj]) enter(r *request[Obj], s reqState) {
 	}
 }
 
+// readClass is why r was made, as the waiting order classes it: a
+// change, a delete, a refresh, or a retry (an attempt failed before).
+func readClass[Obj any](r *request[Obj]) ReadWhy {
+	switch {
+	case r.deleted:
+		return ReadDelete
+	case r.asked.Kind == StatusKindRefreshing:
+		return ReadRefresh
+	case r.tried || r.attempts > 0:
+		return ReadRetry
+	}
+	return ReadChange
+}
+
 // attempt tells of an attempt on en starting on a worker, and returns the
 // time it started.
 func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) time.Time {
 	e := Event{Kind: EventStarted, Key: en.key, Time: time.Now(), Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
-		Attempt: en.failures + 1, Op: op, Worker: workers.ID(ctx)}
+		Attempt: en.failures + 1, Op: op, Worker: workers.ID(ctx), Why: en.class, QueuedAt: time.Unix(0, en.queuedAt)}
 	if o.priority != nil && !e.Deleted {
 		e.Priority = o.priority(en.obj)
 	}

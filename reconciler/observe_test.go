@@ -112,7 +112,8 @@ func TestObserverSeesOneKeysLife(t *testing.T) {
 	check(4, events[4].Status == reconciler.StatusKindError && events[4].Commit == reconciler.CommitWritten, "its Error written")
 	check(5, events[5].Attempt == 1 && events[5].Err != nil && !events[5].Due.IsZero(), "a retry due")
 	check(6, events[6].Why == reconciler.ReadRetry && events[6].Attempt == 2, "the retry read")
-	check(8, events[8].Attempt == 2, "the second attempt")
+	check(2, !events[2].QueuedAt.IsZero() && !events[2].QueuedAt.After(events[2].Time) && events[2].Why == reconciler.ReadChange, "queued before, as a change")
+	check(8, events[8].Attempt == 2 && events[8].Why == reconciler.ReadRetry, "the second attempt, a retry")
 	check(9, events[9].Result == reconciler.ResultOK && events[9].Err == nil, "succeeded")
 	check(10, events[10].Status == reconciler.StatusKindDone && events[10].Commit == reconciler.CommitWritten && events[10].Attempt == 2, "Done written")
 	for i := 1; i < len(events); i++ {
