@@ -167,4 +167,3 @@ func (f *fixture) settle() {
 		f.t.Fatal(err)
 	}
 }
-

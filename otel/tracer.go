@@ -289,3 +289,7 @@ func (t *Tracer) finishSync(e reconciler.Event) {
 	}
 	span.End(trace.WithTimestamp(e.Time))
 }
+
+// Held returns how many keys the Tracer holds spans or a retry's context
+// for: the keys of sampled attempts not yet Done or given up on.
+func (t *Tracer) Held() int { return int(t.live.Load()) }
