@@ -91,25 +91,3 @@ func TestSubscriptionDropsWhenTheReaderLags(t *testing.T) {
 		}
 	}
 }
-
-// slowObserver blocks on every event until released.
-type slowObserver struct{ release chan struct{} }
-
-func (s slowObserver) Observe(reconciler.Event) { <-s.release }
-
-// TestSubscriptionBesideASlowObserver: the documented way to feed a slow
-// consumer, a Subscription, keeps the engine going while its reader is
-// stuck; an Observer that blocks is what the docs forbid, and the engine
-// carries on once it returns.
-func TestSubscriptionBesideASlowObserver(t *testing.T) {
-	f, ctx := startFixture(t, time.Minute)
-	slow := slowObserver{release: make(chan struct{})}
-	r, err := reconciler.New(observedConfig(f, "slow", slow), f.params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.load(nil)
-	insertPending(f, &testObject{ID: "a", Value: "1"})
-	close(slow.release) // the blocking observer returns: the engine goes on
-	settleObserved(t, ctx, f, r)
-}
