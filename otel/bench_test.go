@@ -134,21 +134,24 @@ func BenchmarkNoop1M(b *testing.B) {
 	for _, mode := range benchModes(b) {
 		b.Run(mode.name, func(b *testing.B) {
 			var objects int
-			var elapsed time.Duration
+			var elapsed, cpu time.Duration
 			for b.Loop() {
 				g := startRig(b, mode.obs())
-				start := time.Now()
+				runtime.GC()
+				start, cpu0 := time.Now(), cpuTime()
 				rev := g.write(ids)
 				if err := g.r.WaitUntilSettled(context.Background(), rev); err != nil {
 					b.Fatal(err)
 				}
 				elapsed += time.Since(start)
+				cpu += cpuTime() - cpu0
 				objects += len(ids)
 				b.StopTimer()
 				g.stop(b)
 				b.StartTimer()
 			}
 			b.ReportMetric(float64(objects)/elapsed.Seconds(), "objects/s")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(objects), "cpu-µs/object")
 		})
 	}
 }

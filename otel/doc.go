@@ -25,7 +25,9 @@
 //   - converge.sync: one span per whole-set Sync, with converge.objects.
 //
 // A Tracer never blocks the reconciler: spans go to the SDK's span
-// processor (use a batch processor, which drops when its queue is full),
-// and with a sampler that samples nothing it costs one Start per attempt
-// on the worker and an atomic load per event on the loop.
+// processor (use a batch processor, which drops when its queue is full).
+// It asks the engine only for the events it uses (reconciler.EventFilter),
+// and an attempt the sampler drops costs the span's Start, on the worker,
+// and an atomic load per event on the loop; links are looked up and
+// attributes set only on spans that record.
 package convergeotel

@@ -94,7 +94,10 @@ func New(opts Options) *Tracer {
 		recName: AttrReconciler.String(opts.Reconciler), keys: map[string]*keySpans{}}
 }
 
-var _ reconciler.Observer = (*Tracer)(nil)
+var (
+	_ reconciler.Observer    = (*Tracer)(nil)
+	_ reconciler.EventFilter = (*Tracer)(nil)
+)
 
 // Observe implements reconciler.Observer.
 func (t *Tracer) Observe(e reconciler.Event) {
@@ -125,45 +128,55 @@ func (t *Tracer) Observe(e reconciler.Event) {
 	}
 }
 
+// Wants implements reconciler.EventFilter: the engine builds no read or
+// ready events for a Tracer (a started event says when its request was
+// queued).
+func (t *Tracer) Wants(k reconciler.EventKind) bool {
+	switch k {
+	case reconciler.EventStarted, reconciler.EventFinished, reconciler.EventCommitted, reconciler.EventFailed:
+		return true
+	}
+	return false
+}
+
 // started starts an attempt's span, from when its request was queued.
+// An attempt the sampler drops costs the Start and nothing else: links
+// are looked up, attributes set and the span kept only when it records.
 func (t *Tracer) started(e reconciler.Event) {
-	var links []trace.Link
-	if t.links != nil {
-		if sc, ok := t.links.lookup(e.Key, e.Revision); ok {
-			links = append(links, trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("write")}})
-		}
-	}
-	var prev *keySpans
-	if t.live.Load() > 0 {
-		t.mu.Lock()
-		prev = t.take(e.Key)
-		t.mu.Unlock()
-	}
-	if prev != nil {
-		prev.end(e.Time)
-		links = append(links, trace.Link{SpanContext: prev.sc, Attributes: []attribute.KeyValue{AttrLink.String("previous-attempt")}})
-	}
 	start := e.QueuedAt
 	if start.IsZero() || start.After(e.Time) {
 		start = e.Time
 	}
-	// Attributes are set only on a span that records: the sampler is
-	// not given them, and an unsampled attempt costs one Start.
-	_, span := t.tracer.Start(context.Background(), SpanAttempt, trace.WithTimestamp(start), trace.WithLinks(links...))
+	_, span := t.tracer.Start(context.Background(), SpanAttempt, trace.WithTimestamp(start))
 	if !span.IsRecording() {
+		if t.live.Load() > 0 {
+			t.mu.Lock()
+			prev := t.take(e.Key) // an earlier attempt was sampled, this one is not
+			t.mu.Unlock()
+			if prev != nil {
+				prev.end(e.Time)
+			}
+		}
 		return
 	}
 	span.SetAttributes(t.recName, AttrKey.String(e.Key), AttrAttempt.Int(e.Attempt), AttrOp.String(string(e.Op)),
 		AttrClass.String(e.Why.String()), AttrPriority.Int(e.Priority), AttrTarget.String(e.Target),
 		AttrQueueWait.Float64(e.Time.Sub(start).Seconds()), AttrWorker.Int(e.Worker))
 	span.AddEvent("started", trace.WithTimestamp(e.Time), trace.WithAttributes(AttrWorker.Int(e.Worker)))
-	t.mu.Lock()
-	if old := t.take(e.Key); old != nil {
-		defer old.end(e.Time)
+	if t.links != nil {
+		if sc, ok := t.links.lookup(e.Key, e.Revision); ok {
+			span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String("write")}})
+		}
 	}
+	t.mu.Lock()
+	prev := t.take(e.Key)
 	t.keys[e.Key] = &keySpans{attempt: span, sc: span.SpanContext()}
 	t.live.Store(int64(len(t.keys)))
 	t.mu.Unlock()
+	if prev != nil {
+		prev.end(e.Time)
+		span.AddLink(trace.Link{SpanContext: prev.sc, Attributes: []attribute.KeyValue{AttrLink.String("previous-attempt")}})
+	}
 }
 
 // take removes key's spans, with t.mu held.
@@ -206,29 +219,41 @@ func (t *Tracer) finished(e reconciler.Event) {
 }
 
 // committed records an attempt's status write as its commit span: ended
-// at once, or for a failure by failed.
+// at once, or for a failure by failed. Spans end outside the lock: a
+// span processor may be slow.
 func (t *Tracer) committed(e reconciler.Event) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	ks := t.keys[e.Key]
 	if ks == nil {
+		t.mu.Unlock()
 		return
 	}
 	start := ks.finishedAt
 	if start.IsZero() || start.After(e.Time) {
 		start = e.Time
 	}
-	ctx := trace.ContextWithSpanContext(context.Background(), ks.sc)
+	sc := ks.sc
+	open := e.Status == reconciler.StatusKindError && e.Commit != reconciler.CommitDropped
+	if !open && ks.attempt == nil {
+		t.take(e.Key)
+	}
+	t.mu.Unlock()
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
 	_, span := t.tracer.Start(ctx, SpanCommit, trace.WithTimestamp(start))
 	span.SetAttributes(t.recName, AttrKey.String(e.Key), AttrAttempt.Int(e.Attempt),
 		AttrCommit.String(e.Commit.String()), AttrStatus.String(e.Status.String()))
-	if e.Status == reconciler.StatusKindError && e.Commit != reconciler.CommitDropped {
-		ks.commit = span // failed says when it is retried
+	if !open {
+		span.End(trace.WithTimestamp(e.Time))
 		return
 	}
-	span.End(trace.WithTimestamp(e.Time))
-	if ks.attempt == nil {
-		t.take(e.Key)
+	t.mu.Lock()
+	if cur := t.keys[e.Key]; cur == ks {
+		ks.commit = span // failed says when it is retried
+		span = nil
+	}
+	t.mu.Unlock()
+	if span != nil {
+		span.End(trace.WithTimestamp(e.Time)) // superseded meanwhile
 	}
 }
 

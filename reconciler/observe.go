@@ -176,6 +176,14 @@ type Event struct {
 	Due    time.Time     // EventFailed: when the retry is due (zero: given up)
 }
 
+// EventFilter is implemented by an Observer that wants only some kinds
+// of events (Subscription does, and the OpenTelemetry adapter): the
+// engine neither builds nor sends it the others, so that an observer
+// costs only what it uses. Wants is asked once per kind, at New.
+type EventFilter interface {
+	Wants(k EventKind) bool
+}
+
 // ObserverMetrics is implemented by a ReconcilerMetrics that records what
 // observers lost (package metrics' implementations do). It is optional:
 // ReconcilerMetrics implementations that predate observers keep working.

@@ -20,6 +20,7 @@ import (
 // observing is a reconciler's observers and what it knows to fill events.
 type observing[Obj any] struct {
 	list   []observerEntry
+	wants  kindSet // the kinds any observer wants
 	log    *slog.Logger
 	sink   ObserverMetrics // nil when the metrics do not record observers
 	logged atomic.Bool     // the first panic was logged
@@ -33,7 +34,13 @@ type observing[Obj any] struct {
 type observerEntry struct {
 	o     Observer
 	offer func(Event) bool
+	wants kindSet
 }
+
+// kindSet is a set of EventKinds.
+type kindSet uint32
+
+func (s kindSet) has(k EventKind) bool { return s&(1<<k) != 0 }
 
 // offerer is an observer that hands events over without blocking and
 // reports whether one fitted (false: dropped, counted in the metrics).
@@ -49,10 +56,19 @@ func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetri
 	o := &observing[Obj]{log: log, priority: cfg.Priority, target: cfg.TargetKey}
 	o.sink, _ = m.(ObserverMetrics)
 	for _, ob := range cfg.Observers {
-		e := observerEntry{o: ob}
+		e := observerEntry{o: ob, wants: ^kindSet(0)}
 		if off, ok := ob.(offerer); ok {
 			e.offer = off.offer
 		}
+		if f, ok := ob.(EventFilter); ok {
+			e.wants = 0
+			for k := EventRead; k <= EventReleased; k++ {
+				if f.Wants(k) {
+					e.wants |= 1 << k
+				}
+			}
+		}
+		o.wants |= e.wants
 		o.list = append(o.list, e)
 	}
 	return o
@@ -61,7 +77,9 @@ func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetri
 // emit tells every observer of e.
 func (o *observing[Obj]) emit(e Event) {
 	for i := range o.list {
-		o.tell(&o.list[i], e)
+		if o.list[i].wants.has(e.Kind) {
+			o.tell(&o.list[i], e)
+		}
 	}
 }
 
@@ -98,7 +116,7 @@ func (o *observing[Obj]) panicked(p any) {
 // Events carry the time they are told at, not the loop step's: a step's
 // time is older than a worker's event the step acts on.
 func (o *observing[Obj]) entered(r *request[Obj], s reqState) {
-	if o != nil && r.detail != nil && (s == stQueued || s == stBusy) {
+	if o != nil && o.wants&(1<<EventRead|1<<EventReady) != 0 && r.detail != nil && (s == stQueued || s == stBusy) {
 		o.enter(r, s)
 	}
 }
@@ -113,7 +131,7 @@ func (o *observing[Obj]) enter(r *request[Obj], s reqState) {
 		e.Kind, e.Why = EventRead, ReadRetry
 		o.emit(e)
 	}
-	if s == stQueued {
+	if s == stQueued && o.wants.has(EventReady) {
 		e.Kind, e.Why, e.RequestedAt = EventReady, 0, time.Time{}
 		o.emit(e)
 	}
@@ -136,6 +154,9 @@ func readClass[Obj any](r *request[Obj]) ReadWhy {
 // attempt tells of an attempt on en starting on a worker, and returns the
 // time it started.
 func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) time.Time {
+	if !o.wants.has(EventStarted) {
+		return time.Now()
+	}
 	e := Event{Kind: EventStarted, Key: en.key, Time: time.Now(), Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
 		Attempt: en.failures + 1, Op: op, Worker: workers.ID(ctx), Why: en.class, QueuedAt: time.Unix(0, en.queuedAt)}
 	if o.priority != nil && !e.Deleted {
@@ -150,6 +171,9 @@ func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) t
 
 // finished tells of an attempt on en that returned err, started at start.
 func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time) {
+	if !o.wants.has(EventFinished) {
+		return
+	}
 	now := time.Now()
 	o.emit(Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
 		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err})
@@ -158,7 +182,7 @@ func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error
 // settled is called as a result moves its request on: its status write
 // (w; nil when it had none) went as it went.
 func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj]) {
-	if o == nil {
+	if o == nil || !o.wants.has(EventCommitted) {
 		return
 	}
 	r := v.r
@@ -182,7 +206,7 @@ func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj]) {
 // failed is called once a failed attempt is retried (due) or given up on
 // (due zero); r.attempts counts it.
 func (o *observing[Obj]) failed(r *request[Obj], err error, due time.Time) {
-	if o == nil {
+	if o == nil || o.wants&(1<<EventFailed|1<<EventGivenUp) == 0 {
 		return
 	}
 	e := Event{Kind: EventFailed, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts, Err: err, Due: due}

@@ -248,3 +248,29 @@ func (m *observerCounts) drops() int {
 }
 
 var _ reconciler.ObserverMetrics = (*observerCounts)(nil)
+
+// committedOnly wants only committed events (EventFilter).
+type committedOnly struct{ recorder }
+
+func (*committedOnly) Wants(k reconciler.EventKind) bool { return k == reconciler.EventCommitted }
+
+// TestEventFilterGetsOnlyWhatItWants: an observer that implements
+// EventFilter is sent only the kinds it wants, while another observer
+// of the same reconciler gets every kind.
+func TestEventFilterGetsOnlyWhatItWants(t *testing.T) {
+	f, ctx := startFixture(t, time.Minute)
+	only, all := &committedOnly{}, &recorder{}
+	r, err := reconciler.New(observedConfig(f, "obs", only, all), f.params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.load(nil)
+	insertPending(f, &testObject{ID: "a", Value: "1"})
+	settleObserved(t, ctx, f, r)
+	if kinds, _ := only.of("a"); !slices.Equal(kinds, []string{"committed"}) {
+		t.Errorf("the filtered observer got %v", kinds)
+	}
+	if kinds, _ := all.of("a"); len(kinds) != 5 {
+		t.Errorf("the other observer got %v", kinds)
+	}
+}

@@ -82,6 +82,15 @@ func (s *Subscription) Outcomes() <-chan Outcome { return s.ch }
 // full.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
+// Wants implements EventFilter: the kinds an outcome is made of.
+func (s *Subscription) Wants(k EventKind) bool {
+	switch k {
+	case EventRead, EventCommitted, EventFailed, EventGivenUp:
+		return true
+	}
+	return false
+}
+
 // Observe implements Observer.
 func (s *Subscription) Observe(e Event) { s.offer(e) }
 
@@ -110,4 +119,7 @@ func (s *Subscription) offer(e Event) bool {
 	}
 }
 
-var _ Observer = (*Subscription)(nil)
+var (
+	_ Observer    = (*Subscription)(nil)
+	_ EventFilter = (*Subscription)(nil)
+)
