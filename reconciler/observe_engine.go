@@ -180,13 +180,19 @@ func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error
 }
 
 // settled is called as a result moves its request on: its status write
-// (w; nil when it had none) went as it went.
-func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj]) {
+// (w; nil when it had none) went as it went, in the write transaction
+// committed at committedAt, which is the event's time (a clock read
+// saved on the busiest path).
+func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], committedAt time.Time) {
 	if o == nil || !o.wants.has(EventCommitted) {
 		return
 	}
 	r := v.r
-	e := Event{Kind: EventCommitted, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted,
+	at := committedAt
+	if w == nil || at.IsZero() {
+		at = time.Now()
+	}
+	e := Event{Kind: EventCommitted, Key: r.key, Time: at, Revision: r.rev, Deleted: r.deleted,
 		Attempt: r.attempts + 1, Op: v.op, Commit: CommitNothing, Status: StatusKindDone}
 	switch {
 	case w != nil && w.outcome == writeLanded:

@@ -21,7 +21,7 @@ func TestObserveHooksAllocateNothing(t *testing.T) {
 	hooks := func(o *observing[int]) func() {
 		return func() {
 			o.entered(r, stQueued)
-			o.settled(v, w)
+			o.settled(v, w, time.Time{})
 			o.failed(r, nil, time.Time{})
 		}
 	}
