@@ -15,7 +15,11 @@ import (
 // nil check when nobody observes. The hooks sit where the things happen:
 // entered under every state change of the request table (read, ready),
 // attempt and finished around an operation on its worker, settled where a
-// result moves its request on (committed), failed in failure.go.
+// result moves its request on (committed), failed in failure.go. The
+// metrics, the failure log and health are not observers: they are told on
+// the same paths without an Event being built, so that the default (a
+// module's metrics, no observers) costs what it cost before, and the
+// failure log's pacing keeps its state in the request's row.
 
 // observing is a reconciler's observers and what it knows to fill events.
 type observing[Obj any] struct {
