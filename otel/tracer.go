@@ -104,26 +104,26 @@ func (t *Tracer) Observe(e reconciler.Event) {
 	switch e.Kind {
 	case reconciler.EventStarted:
 		if e.Op == reconciler.OpSync {
-			t.startSync(e)
+			t.startSync(&e)
 		} else {
-			t.started(e)
+			t.started(&e)
 		}
 	case reconciler.EventFinished:
 		if e.Op == reconciler.OpSync {
-			t.finishSync(e)
+			t.finishSync(&e)
 		} else if t.live.Load() > 0 {
-			t.finished(e)
+			t.finished(&e)
 		}
 	case reconciler.EventCommitted:
 		if e.Status == reconciler.StatusKindDone && e.Commit != reconciler.CommitDropped && t.links != nil {
 			t.links.done(e.Key, e.Revision)
 		}
 		if t.live.Load() > 0 {
-			t.committed(e)
+			t.committed(&e)
 		}
 	case reconciler.EventFailed:
 		if t.live.Load() > 0 {
-			t.failed(e)
+			t.failed(&e)
 		}
 	}
 }
@@ -142,7 +142,7 @@ func (t *Tracer) Wants(k reconciler.EventKind) bool {
 // started starts an attempt's span, from when its request was queued.
 // An attempt the sampler drops costs the Start and nothing else: links
 // are looked up, attributes set and the span kept only when it records.
-func (t *Tracer) started(e reconciler.Event) {
+func (t *Tracer) started(e *reconciler.Event) {
 	start := e.QueuedAt
 	if start.IsZero() || start.After(e.Time) {
 		start = e.Time
@@ -200,7 +200,7 @@ func (ks *keySpans) end(now time.Time) {
 }
 
 // finished ends an attempt's span as its operation returned.
-func (t *Tracer) finished(e reconciler.Event) {
+func (t *Tracer) finished(e *reconciler.Event) {
 	t.mu.Lock()
 	ks := t.keys[e.Key]
 	if ks == nil || ks.attempt == nil {
@@ -221,7 +221,7 @@ func (t *Tracer) finished(e reconciler.Event) {
 // committed records an attempt's status write as its commit span: ended
 // at once, or for a failure by failed. Spans end outside the lock: a
 // span processor may be slow.
-func (t *Tracer) committed(e reconciler.Event) {
+func (t *Tracer) committed(e *reconciler.Event) {
 	t.mu.Lock()
 	ks := t.keys[e.Key]
 	if ks == nil {
@@ -259,7 +259,7 @@ func (t *Tracer) committed(e reconciler.Event) {
 
 // failed ends a failed attempt's commit span with when it is retried, or
 // that it is given up on.
-func (t *Tracer) failed(e reconciler.Event) {
+func (t *Tracer) failed(e *reconciler.Event) {
 	t.mu.Lock()
 	ks := t.keys[e.Key]
 	if ks == nil || ks.commit == nil {
@@ -284,7 +284,7 @@ func (t *Tracer) failed(e reconciler.Event) {
 }
 
 // startSync starts a whole Sync's span.
-func (t *Tracer) startSync(e reconciler.Event) {
+func (t *Tracer) startSync(e *reconciler.Event) {
 	_, span := t.tracer.Start(context.Background(), SpanSync, trace.WithTimestamp(e.Time))
 	if !span.IsRecording() {
 		return
@@ -300,7 +300,7 @@ func (t *Tracer) startSync(e reconciler.Event) {
 }
 
 // finishSync ends a whole Sync's span.
-func (t *Tracer) finishSync(e reconciler.Event) {
+func (t *Tracer) finishSync(e *reconciler.Event) {
 	t.mu.Lock()
 	span := t.sync
 	t.sync = nil

@@ -78,8 +78,9 @@ func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetri
 	return o
 }
 
-// emit tells every observer of e.
-func (o *observing[Obj]) emit(e Event) {
+// emit tells every observer that wants it of e (a pointer, so that the
+// event is copied once per observer, not once per call).
+func (o *observing[Obj]) emit(e *Event) {
 	for i := range o.list {
 		if o.list[i].wants.has(e.Kind) {
 			o.tell(&o.list[i], e)
@@ -88,17 +89,17 @@ func (o *observing[Obj]) emit(e Event) {
 }
 
 // tell gives e to one observer, recovering its panic.
-func (o *observing[Obj]) tell(ob *observerEntry, e Event) {
+func (o *observing[Obj]) tell(ob *observerEntry, e *Event) {
 	defer func() {
 		if p := recover(); p != nil {
 			o.panicked(p)
 		}
 	}()
 	if ob.offer == nil {
-		ob.o.Observe(e)
+		ob.o.Observe(*e)
 		return
 	}
-	if !ob.offer(e) && o.sink != nil {
+	if !ob.offer(*e) && o.sink != nil {
 		o.sink.ObserverDropped(1)
 	}
 }
@@ -130,14 +131,14 @@ func (o *observing[Obj]) enter(r *request[Obj], s reqState) {
 	switch r.state {
 	case reqStateCount:
 		e.Kind, e.Why, e.RequestedAt = EventRead, readClass(r), r.requestedAt
-		o.emit(e)
+		o.emit(&e)
 	case stRetrying:
 		e.Kind, e.Why = EventRead, ReadRetry
-		o.emit(e)
+		o.emit(&e)
 	}
 	if s == stQueued && o.wants.has(EventReady) {
 		e.Kind, e.Why, e.RequestedAt = EventReady, 0, time.Time{}
-		o.emit(e)
+		o.emit(&e)
 	}
 }
 
@@ -169,7 +170,7 @@ func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) t
 	if o.target != nil {
 		e.Target = o.target(en.obj)
 	}
-	o.emit(e)
+	o.emit(&e)
 	return e.Time
 }
 
@@ -179,8 +180,9 @@ func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error
 		return
 	}
 	now := time.Now()
-	o.emit(Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
-		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err})
+	e := Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
+		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err}
+	o.emit(&e)
 }
 
 // settled is called as a result moves its request on: its status write
@@ -210,7 +212,7 @@ func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], committed
 	case isDeferral(v.err):
 		e.Status = StatusKindPending
 	}
-	o.emit(e)
+	o.emit(&e)
 }
 
 // failed is called once a failed attempt is retried (due) or given up on
@@ -220,24 +222,26 @@ func (o *observing[Obj]) failed(r *request[Obj], err error, due time.Time) {
 		return
 	}
 	e := Event{Kind: EventFailed, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts, Err: err, Due: due}
-	o.emit(e)
+	o.emit(&e)
 	if due.IsZero() {
 		e.Kind, e.Due = EventGivenUp, time.Time{}
-		o.emit(e)
+		o.emit(&e)
 	}
 }
 
 // syncStarted and syncFinished tell of a whole Sync on its goroutine.
 func (o *observing[Obj]) syncStarted(objects, attempt int) time.Time {
 	now := time.Now()
-	o.emit(Event{Kind: EventStarted, Time: now, Op: OpSync, Objects: objects, Attempt: attempt})
+	e := Event{Kind: EventStarted, Time: now, Op: OpSync, Objects: objects, Attempt: attempt}
+	o.emit(&e)
 	return now
 }
 
 func (o *observing[Obj]) syncFinished(objects, attempt int, res Result, err error, start time.Time) {
 	now := time.Now()
-	o.emit(Event{Kind: EventFinished, Time: now, Op: OpSync, Objects: objects, Attempt: attempt,
-		Result: res, Duration: now.Sub(start), Err: err})
+	e := Event{Kind: EventFinished, Time: now, Op: OpSync, Objects: objects, Attempt: attempt,
+		Result: res, Duration: now.Sub(start), Err: err}
+	o.emit(&e)
 }
 
 // validObservers refuses a nil entry of Config.Observers.
