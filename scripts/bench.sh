@@ -72,7 +72,7 @@ if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
 fi
 if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
 	# The observer hook's OpenTelemetry adapter (nested otel module): noop-1m's
-	# shape off, never sampling, and sampling everything into memory (at
+	# shape off, with the API's no-op provider, never sampling, and sampling everything into memory (at
 	# 100k objects: a million spans in memory would measure the exporter),
 	# then the isolated-change latency off and on. The modes alternate,
 	# three rounds.
