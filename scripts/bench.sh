@@ -72,7 +72,8 @@ if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
 fi
 if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
 	# The observer hook's OpenTelemetry adapter (nested otel module): noop-1m's
-	# shape off, with the API's no-op provider, never sampling, and sampling everything into memory (at
+	# shape off, over the API's no-op provider, never sampling, and sampling
+	# everything into memory (at
 	# 100k objects: a million spans in memory would measure the exporter),
 	# then the isolated-change latency off and on. The modes alternate,
 	# three rounds.
@@ -82,7 +83,7 @@ if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
 		# that the modes alternate.
 		for _ in 1 2 3; do
 			(cd otel && go test -run '^$' -benchtime 1x -timeout 30m \
-				-bench 'BenchmarkNoop1M/(off|otel-never)$|BenchmarkIsolatedChange' . &&
+				-bench 'BenchmarkNoop1M/(off|otel-noop|otel-never)$|BenchmarkIsolatedChange' . &&
 				CONVERGE_NOOP_OBJECTS=100000 go test -run '^$' -benchtime 1x -bench 'BenchmarkNoop1M/otel-always' .)
 		done
 	}
