@@ -212,11 +212,15 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 		}
 		return x.cfg.Operations.Delete(ctx, t.txn, en.rev, target)
 	})
+	var end time.Time // one clock read for the observers and the metrics
 	if x.obs != nil {
-		x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start)
+		end = x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start)
 	}
 	if !x.nopMetrics {
-		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, time.Since(start))
+		if end.IsZero() {
+			end = time.Now()
+		}
+		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, end.Sub(start))
 	}
 	return res
 }

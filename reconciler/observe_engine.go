@@ -174,15 +174,17 @@ func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) t
 	return e.Time
 }
 
-// finished tells of an attempt on en that returned err, started at start.
-func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time) {
+// finished tells of an attempt on en that returned err, started at start,
+// and returns when it finished (zero when nobody wants to know).
+func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time) time.Time {
 	if !o.wants.has(EventFinished) {
-		return
+		return time.Time{}
 	}
 	now := time.Now()
 	e := Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
 		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err}
 	o.emit(&e)
+	return now
 }
 
 // settled is called as a result moves its request on: its status write
