@@ -231,6 +231,26 @@ func (o *observing[Obj]) failed(r *request[Obj], err error, due time.Time) {
 	}
 }
 
+// blocked and released are the hooks of dependencies (EventBlocked,
+// EventReleased), for the transitions that block a request on a
+// dependency (why names it) and release it once the dependency is Done:
+// one call each where the request table makes them.
+func (o *observing[Obj]) blocked(r *request[Obj], why error) {
+	if o == nil || !o.wants.has(EventBlocked) {
+		return
+	}
+	e := Event{Kind: EventBlocked, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1, Err: why}
+	o.emit(&e)
+}
+
+func (o *observing[Obj]) released(r *request[Obj]) {
+	if o == nil || !o.wants.has(EventReleased) {
+		return
+	}
+	e := Event{Kind: EventReleased, Key: r.key, Time: time.Now(), Revision: r.rev, Deleted: r.deleted, Attempt: r.attempts + 1}
+	o.emit(&e)
+}
+
 // syncStarted and syncFinished tell of a whole Sync on its goroutine.
 func (o *observing[Obj]) syncStarted(objects, attempt int) time.Time {
 	now := time.Now()

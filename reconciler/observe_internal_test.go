@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -38,3 +39,29 @@ func TestObserveHooksAllocateNothing(t *testing.T) {
 		t.Error("the observer was told nothing")
 	}
 }
+
+// TestDependencyHooks: the hooks the dependency transitions call tell
+// observers blocked (with why) and released, and cost a nil check
+// without observers.
+func TestDependencyHooks(t *testing.T) {
+	r := &request[int]{key: "k", detail: &detail[int]{}}
+	var none *observing[int]
+	none.blocked(r, errNoDep)
+	none.released(r)
+	rec := &keptEvents{}
+	cfg := Config[int]{Observers: []Observer{rec}}
+	o := newObserving(&cfg, slog.New(slog.DiscardHandler), NopMetrics{})
+	o.blocked(r, errNoDep)
+	o.released(r)
+	if len(rec.events) != 2 || rec.events[0].Kind != EventBlocked || rec.events[0].Err != errNoDep ||
+		rec.events[1].Kind != EventReleased || rec.events[1].Key != "k" {
+		t.Fatalf("events %+v", rec.events)
+	}
+}
+
+var errNoDep = errors.New("waits for b")
+
+// keptEvents keeps every event.
+type keptEvents struct{ events []Event }
+
+func (k *keptEvents) Observe(e Event) { k.events = append(k.events, e) }
