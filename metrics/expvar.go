@@ -134,6 +134,8 @@ type expvarReconciler struct {
 	fullFailing      expvar.Int
 	retriesScheduled expvar.Int
 	unreconciled     expvar.Int
+	observerDropped  expvar.Int
+	observerPanics   expvar.Int
 	oldestReady      expvar.Map // seconds, by priority
 	ready            map[int]*expvar.Float
 	failing          expvar.Int
@@ -176,6 +178,8 @@ func newExpvarReconciler() *expvarReconciler {
 	m.vars.Set(defFullFailing.Short(), &m.fullFailing)
 	m.vars.Set(defRetriesScheduled.Short(), &m.retriesScheduled)
 	m.vars.Set(defUnreconciledWrites.Short(), &m.unreconciled)
+	m.vars.Set(defObserverDropped.Short(), &m.observerDropped)
+	m.vars.Set(defObserverPanics.Short(), &m.observerPanics)
 	m.vars.Set(defOldestReady.Short(), &m.oldestReady)
 	m.ready = map[int]*expvar.Float{0: new(expvar.Float)} // the default priority, at zero from the start
 	m.oldestReady.Set("0", m.ready[0])
@@ -241,6 +245,14 @@ func (m *expvarReconciler) RetryScheduled() { m.retriesScheduled.Add(1) }
 
 // UnreconciledWrite implements reconciler.ReconcilerMetrics.
 func (m *expvarReconciler) UnreconciledWrite() { m.unreconciled.Add(1) }
+
+// ObserverDropped implements reconciler.ObserverMetrics.
+func (m *expvarReconciler) ObserverDropped(n int) { m.observerDropped.Add(int64(n)) }
+
+// ObserverPanicked implements reconciler.ObserverMetrics.
+func (m *expvarReconciler) ObserverPanicked() { m.observerPanics.Add(1) }
+
+var _ reconciler.ObserverMetrics = (*expvarReconciler)(nil)
 
 // ReadyWaits implements reconciler.ReconcilerMetrics: one variable per
 // priority ever ready, 0 while none of it waits (as the Prometheus gauge).

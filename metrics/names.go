@@ -108,6 +108,18 @@ var (
 		Labels: idLabels,
 		Help:   "Writes that changed an object but kept this reconciler's Done or Error status instead of asking for reconciliation (StatusPending()): the change is not reconciled. Any above zero is a bug in a writer; Explain names the key.",
 	}
+	defObserverDropped = Definition{
+		Name:   Prefix + "observer_events_dropped_total",
+		Kind:   KindCounter,
+		Labels: idLabels,
+		Help:   "Events a subscription (reconciler.Subscription in Config.Observers) dropped because its reader fell behind and its buffer was full. The reconciler never waits for a reader.",
+	}
+	defObserverPanics = Definition{
+		Name:   Prefix + "observer_panics_total",
+		Kind:   KindCounter,
+		Labels: idLabels,
+		Help:   "Times an observer (Config.Observers) panicked; recovered, and the event lost to that observer. Any above zero is a bug in the observer.",
+	}
 	defFailing = Definition{
 		Name:   Prefix + "failing_objects",
 		Kind:   KindGauge,
@@ -167,6 +179,8 @@ var definitions = []Definition{
 	defFullFailing,
 	defRetriesScheduled,
 	defUnreconciledWrites,
+	defObserverDropped,
+	defObserverPanics,
 	defFailing,
 	defWaiting,
 	defInFlight,

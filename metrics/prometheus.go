@@ -25,6 +25,8 @@ type Prometheus struct {
 	fullFailing       *prometheus.GaugeVec
 	retriesScheduled  *prometheus.CounterVec
 	unreconciled      *prometheus.CounterVec
+	observerDropped   *prometheus.CounterVec
+	observerPanics    *prometheus.CounterVec
 	oldestReady       *prometheus.GaugeVec
 	failing           *prometheus.GaugeVec
 	waiting           *prometheus.GaugeVec
@@ -65,6 +67,8 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 	p.fullFailing = register(&r, gaugeVec(defFullFailing))
 	p.retriesScheduled = register(&r, counterVec(defRetriesScheduled))
 	p.unreconciled = register(&r, counterVec(defUnreconciledWrites))
+	p.observerDropped = register(&r, counterVec(defObserverDropped))
+	p.observerPanics = register(&r, counterVec(defObserverPanics))
 	p.oldestReady = register(&r, gaugeVec(defOldestReady))
 	p.failing = register(&r, gaugeVec(defFailing))
 	p.waiting = register(&r, gaugeVec(defWaiting))
@@ -110,6 +114,8 @@ func (p *Prometheus) Reconciler(id reconciler.ReconcilerID) reconciler.Reconcile
 	m.fullFailing = p.fullFailing.WithLabelValues(id.ModuleID, id.Name)
 	m.retriesScheduled = p.retriesScheduled.WithLabelValues(id.ModuleID, id.Name)
 	m.unreconciled = p.unreconciled.WithLabelValues(id.ModuleID, id.Name)
+	m.observerDropped = p.observerDropped.WithLabelValues(id.ModuleID, id.Name)
+	m.observerPanics = p.observerPanics.WithLabelValues(id.ModuleID, id.Name)
 	m.oldestReady, m.id = p.oldestReady, id
 	m.oldestReady.WithLabelValues(id.ModuleID, id.Name, "0") // the default priority, at zero from the start
 	m.failing = p.failing.WithLabelValues(id.ModuleID, id.Name)
@@ -135,6 +141,8 @@ type promReconciler struct {
 	fullFailing      prometheus.Gauge
 	retriesScheduled prometheus.Counter
 	unreconciled     prometheus.Counter
+	observerDropped  prometheus.Counter
+	observerPanics   prometheus.Counter
 	oldestReady      *prometheus.GaugeVec
 	id               reconciler.ReconcilerID
 	// readyPriorities are the priorities last reported ready: one no
@@ -198,6 +206,14 @@ func (m *promReconciler) RetryScheduled() { m.retriesScheduled.Inc() }
 
 // UnreconciledWrite implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) UnreconciledWrite() { m.unreconciled.Inc() }
+
+// ObserverDropped implements reconciler.ObserverMetrics.
+func (m *promReconciler) ObserverDropped(n int) { m.observerDropped.Add(float64(n)) }
+
+// ObserverPanicked implements reconciler.ObserverMetrics.
+func (m *promReconciler) ObserverPanicked() { m.observerPanics.Inc() }
+
+var _ reconciler.ObserverMetrics = (*promReconciler)(nil)
 
 // Gauges implements reconciler.ReconcilerMetrics.
 func (m *promReconciler) Gauges(g reconciler.Gauges) {

@@ -16,6 +16,9 @@ func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()
 	in := make([]int, 0, len(t.entries)) // results[in[i]] is batch[i]'s
 	for i, en := range t.entries {
 		results[i] = result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+		if x.obs != nil {
+			x.obs.attempt(ctx, t.op, &t.entries[i])
+		}
 	}
 	err := x.call(ctx, overrun, t.op, "", 0, func(ctx context.Context) error {
 		for i := range t.entries {
@@ -46,6 +49,9 @@ func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()
 			results[i].err = err // the whole batch panicked or timed out
 		}
 		res := x.classify(results[i].err, t.entries[i].failures)
+		if x.obs != nil {
+			x.obs.finished(t.op, &t.entries[i], res, results[i].err, start)
+		}
 		worst = resultRank[max(rankOf(worst), rankOf(res))]
 		counts[rankOf(res)]++
 	}

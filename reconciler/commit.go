@@ -272,6 +272,7 @@ func (c *committer[Obj]) landJob(job *commitJob[Obj], now time.Time) {
 // still owes the work, unless a newer request exists.
 func (c *committer[Obj]) settle(v *verdict[Obj], w *statusWrite[Obj], committedAt, now time.Time) (time.Duration, bool) {
 	r := v.r
+	c.obs.settled(v, w, committedAt)
 	if w != nil {
 		switch w.outcome {
 		case writeSuperseded: // a newer request, or the delete, follows

@@ -271,4 +271,12 @@ type Config[Obj any] struct {
 	// SyncOperations only the order applies. Without it (the zero value)
 	// nothing is gated, at no cost. See docs/dependencies.md.
 	DependsOn func(obj Obj) []index.Key
+
+	// Observers are told what happens to each request: read, ready,
+	// started, finished, committed, failed, given up (see Observer and
+	// Event). They are called synchronously and must return at once; a
+	// Subscription hands outcomes to a slow reader without blocking,
+	// dropping (and counting) what does not fit. A panic in one is
+	// recovered and counted. Default: none, which costs nothing.
+	Observers []Observer
 }

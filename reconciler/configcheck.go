@@ -131,6 +131,9 @@ func (cfg Config[Obj]) validate() error {
 	case cfg.MaxRetries < 0:
 		return bad("Config.MaxRetries must not be negative, got %d", cfg.MaxRetries)
 	}
+	if err := validObservers(cfg.Observers); err != nil {
+		return err
+	}
 	return cfg.validateDurations(bad)
 }
 

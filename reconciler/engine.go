@@ -80,6 +80,8 @@ type reconciler[Obj comparable] struct {
 	// (loop-owned); unreconciledLog paces their log lines.
 	unreconciled    unreconciledWrites
 	unreconciledLog *rate.Limiter
+
+	obs *observing[Obj] // Config.Observers (observe_engine.go); nil without
 }
 
 var _ Reconciler[struct{}] = (*reconciler[struct{}])(nil)

@@ -29,6 +29,10 @@ type opEntry[Obj any] struct {
 	// asked, when set, is written into the clone before Update: a
 	// retry's object carries the status that asked for the work.
 	asked *Status
+	// queuedAt (Unix nanoseconds) and class are, for observers only,
+	// when the request was queued and why (observe_engine.go).
+	queuedAt int64
+	class    ReadWhy
 }
 
 // task is one unit of work for a worker: one object, a batch, or a prune.
@@ -81,6 +85,9 @@ func (x *runner[Obj]) tasks(buf []task[Obj], taken []*request[Obj], txn statedb.
 		if r.tried && !r.deleted {
 			asked := r.asked // a copy: the loop may change r meanwhile
 			en.asked = &asked
+		}
+		if x.obs != nil {
+			en.queuedAt, en.class = r.pickedAt.UnixNano(), readClass(r)
 		}
 		return en
 	}
@@ -189,7 +196,9 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 	}
 	defer release() // once the operation has returned, timed out or not
 	var start time.Time
-	if !x.nopMetrics {
+	if x.obs != nil {
+		start = x.obs.attempt(ctx, t.op, en)
+	} else if !x.nopMetrics {
 		start = time.Now()
 	}
 	res.err = x.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {
@@ -203,8 +212,15 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 		}
 		return x.cfg.Operations.Delete(ctx, t.txn, en.rev, target)
 	})
+	var end time.Time // one clock read for the observers and the metrics
+	if x.obs != nil {
+		end = x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start)
+	}
 	if !x.nopMetrics {
-		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, time.Since(start))
+		if end.IsZero() {
+			end = time.Now()
+		}
+		x.metrics.Operation(t.op, x.classify(res.err, en.failures), 1, end.Sub(start))
 	}
 	return res
 }

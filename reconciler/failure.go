@@ -36,6 +36,7 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 			refreshAt = now.Add(c.cfg.RefreshInterval)
 		}
 		c.t.hold(r, v.giveUp, msg, refreshAt, now)
+		c.obs.failed(r, v.failed, time.Time{})
 		if v.giveUp == whyMisconfigured {
 			c.log.Error("Reconciler misconfigured; the object is not reconciled", "key", printableKey(r.key), "error", v.failed)
 		}
@@ -50,6 +51,7 @@ func (c *committer[Obj]) fail(v *verdict[Obj], now time.Time) {
 		delay, why = d, whyRetryAfter
 	}
 	c.t.retry(r, now.Add(delay), why, msg, now)
+	c.obs.failed(r, v.failed, now.Add(delay))
 	c.metrics.RetryScheduled()
 }
 

@@ -91,6 +91,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 			return obj, found
 		}, r.db.ReadTxn)
 	}
+	l.t.obs = r.obs
 	return l
 }
 

@@ -155,6 +155,7 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 		pointerObjects: reflect.TypeFor[Obj]().Kind() == reflect.Pointer,
 	}
 	r.paused.Store(cfg.StartSuspended)
+	r.obs = newObserving(&cfg, r.log, r.metrics)
 	r.initializerAtNew = len(cfg.Table.PendingInitializers(p.DB.ReadTxn())) > 0
 	if p.Registry != nil {
 		if err := p.Registry.add(id, r, accessorOf(id.DisplayName(), cfg)); err != nil {

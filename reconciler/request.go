@@ -194,6 +194,7 @@ type requests[Obj any] struct {
 	// reconciler did not write (nil: nobody listens).
 	owns    func(string) bool
 	noticed func(obj Obj, rev statedb.Revision, st Status)
+	obs     *observing[Obj] // told of reads and readiness (nil: nobody observes)
 }
 
 func newRequests[Obj any](dispatch bool, keyOf func(Obj) string, statusOf func(Obj) Status, check func(Obj, Status)) *requests[Obj] {
@@ -215,6 +216,7 @@ func (r *request[Obj]) counted() bool {
 // enter puts r into state s (its fields already set for it) and into what
 // s puts a row in.
 func (t *requests[Obj]) enter(r *request[Obj], s reqState, why reqWhy, now time.Time) {
+	t.obs.entered(r, s)
 	r.state, r.why = s, why
 	if r.detail != nil {
 		r.since = now

@@ -78,6 +78,7 @@ func newSyncLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *syncLoop[O
 		fullWanted: true, dirty: true}
 	s.runner = runner[Obj]{reconciler: r}
 	s.commits = newCommitter(r, s.t, &s.status)
+	s.t.obs = r.obs
 	return s
 }
 
@@ -283,8 +284,14 @@ func (s *syncLoop[Obj]) startSync(ctx context.Context, now time.Time) {
 			}
 		}
 		start := time.Now()
+		if s.obs != nil {
+			start = s.obs.syncStarted(s.cfg.Table.NumObjects(run.txn), run.failures+1)
+		}
 		run.err = s.runner.runSync(ctx, run, overrun)
 		run.dur = time.Since(start)
+		if s.obs != nil {
+			s.obs.syncFinished(s.cfg.Table.NumObjects(run.txn), run.failures+1, s.classify(run.err, run.failures), run.err, start)
+		}
 		s.done <- run // never blocks: one Sync at a time
 	}()
 }

@@ -76,3 +76,22 @@ if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
 		(cd k8s && go test -run '^$' -bench ShardWorkRate -benchtime 1x -count 3 -timeout 10m ./lease/)
 	fi
 fi
+if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
+	# The observer hook's OpenTelemetry adapter (nested otel module): noop-1m's
+	# shape off, over the API's no-op provider, never sampling, and sampling
+	# everything into memory (at
+	# 100k objects: a million spans in memory would measure the exporter),
+	# then the isolated-change latency off and on. The modes alternate,
+	# three rounds.
+	echo "== observer hook: OpenTelemetry adapter (otel, Go benchmarks)" >&2
+	otel_bench() {
+		# -count repeats a sub-benchmark back to back: loop instead, so
+		# that the modes alternate.
+		for _ in 1 2 3; do
+			(cd otel && go test -run '^$' -benchtime 1x -timeout 30m \
+				-bench 'BenchmarkNoop1M/(off|otel-noop|otel-never)$|BenchmarkIsolatedChange' . &&
+				CONVERGE_NOOP_OBJECTS=100000 go test -run '^$' -benchtime 1x -bench 'BenchmarkNoop1M/otel-always' .)
+		done
+	}
+	if [ -n "$json" ]; then otel_bench >&2; else otel_bench; fi
+fi

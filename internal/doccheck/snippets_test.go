@@ -44,6 +44,7 @@ var convergePkgs = map[string]string{
 	"lease":         "k8s/lease",
 	"leaseshard":    "k8s/leaseshard",
 	"apiservertest": "k8s/apiservertest",
+	"convergeotel":  "otel",
 }
 
 // pkgIndex is what a package declares: its exported names, the fields

@@ -39,6 +39,7 @@ type Pool[T, R any] struct {
 	idle      int
 	max       int
 	abandoned int // workers that left the pool while stuck past a deadline
+	spawned   int // workers ever started: the last one's ID
 	closed    bool
 
 	notify chan struct{} // wakes the owner; capacity one
@@ -183,6 +184,7 @@ type worker[T any] struct {
 	at   time.Time
 	busy bool
 	idx  int // in Pool.all
+	id   int // the worker's number, for observers (ID)
 }
 
 // worker runs tasks until the pool is closed. It holds the mutex
@@ -195,6 +197,7 @@ func (e *Pool[T, R]) worker(ctx context.Context, w *worker[T]) {
 	// One callback for the worker's life, not one per task: overrun is
 	// called (if at all) before run returns, on the timer's goroutine.
 	overrun := func() { handedOff = e.overrun(ctx, &w.task) }
+	ctx = context.WithValue(ctx, workerKey{}, w.id) // once per worker, not per task
 	e.mu.Lock()
 	defer e.leave(w)
 	for {
@@ -236,7 +239,8 @@ func (e *Pool[T, R]) worker(ctx context.Context, w *worker[T]) {
 // with mu held.
 func (e *Pool[T, R]) spawn() *worker[T] {
 	e.workers++
-	w := &worker[T]{idx: len(e.all)}
+	e.spawned++
+	w := &worker[T]{idx: len(e.all), id: e.spawned}
 	e.all = append(e.all, w)
 	return w
 }
@@ -383,3 +387,14 @@ func (e *Pool[T, R]) Wait(wait context.Context, describe func(t *T, running time
 
 // Notify is the channel that wakes the owner when it has results to take.
 func (e *Pool[T, R]) Notify() <-chan struct{} { return e.notify }
+
+// workerKey is the context key of a worker's ID.
+type workerKey struct{}
+
+// ID returns the number of the worker whose task ctx was handed to (from
+// 1, in the order the pool started them), or 0 off a worker. Observers
+// are told which worker ran an attempt.
+func ID(ctx context.Context) int {
+	id, _ := ctx.Value(workerKey{}).(int)
+	return id
+}
