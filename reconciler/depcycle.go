@@ -166,7 +166,7 @@ func (t *requests[Obj]) forgetCycle(key string, now time.Time) {
 	for _, k := range keys {
 		if m := t.rows[k]; m != nil && m.detail != nil && !m.deleted &&
 			(m.state == stHeld && m.why == whyCycle || m.state == stBlocked) {
-			t.move(m, t.queuedState(m), whyNone, m.err, time.Time{}, now)
+			t.regate(m, m.err, now)
 		}
 	}
 }
@@ -197,7 +197,7 @@ func (c *committer[Obj]) failCycles(job *commitJob[Obj], now time.Time) {
 // being written leaves r to be judged again instead.
 func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
 	if t.deps.cycles[r.key] == nil {
-		t.move(r, t.queuedState(r), whyNone, msg, time.Time{}, now)
+		t.regate(r, msg, now)
 		return
 	}
 	t.hold(r, whyCycle, msg, time.Time{}, now)

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -223,11 +224,24 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 		g.blockedAt = compactWaiters(g.blockedAt)
 	}
 	g.heaps.push(r)
+	if o := t.obs; o != nil && o.wants.has(EventBlocked) {
+		o.blocked(r, errors.New(t.blockedWhy(r.key))) // the reason as of now: observers may keep it
+	}
 	if r.deleted {
 		g.delWaiting[r.key] = r
 		return
 	}
 	t.register(w)
+}
+
+// regate judges r, Blocked or given up on for a cycle, again: Queued, or
+// Blocked on what is still missing. Observers are told of a release.
+func (t *requests[Obj]) regate(r *request[Obj], errMsg string, now time.Time) {
+	s := t.queuedState(r)
+	if r.state == stBlocked && s != stBlocked {
+		t.obs.released(r) // before it is ready
+	}
+	t.move(r, s, whyNone, errMsg, time.Time{}, now)
 }
 
 // register puts w in the waiting list of each of its dependencies, Done
@@ -273,7 +287,7 @@ func (t *requests[Obj]) release(key string, now time.Time) {
 	delete(t.deps.waiting, key)
 	for _, w := range list {
 		if w.valid() {
-			t.move(w.r, t.queuedState(w.r), whyNone, w.r.err, time.Time{}, now)
+			t.regate(w.r, w.r.err, now)
 		}
 	}
 }
@@ -368,7 +382,7 @@ func (t *requests[Obj]) dropUser(key string, now time.Time) {
 		delete(g.applied, key)
 	}
 	if r := g.delWaiting[key]; r != nil && r.state == stBlocked {
-		t.move(r, t.queuedState(r), whyNone, r.err, time.Time{}, now)
+		t.regate(r, r.err, now)
 	}
 }
 

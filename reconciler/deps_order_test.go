@@ -246,3 +246,27 @@ func TestSyncInDependencyOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestObserversSeeBlockedAndReleased: an observer is told when a request
+// blocks on a dependency (its Err says which, as Explain does) and when
+// it is released, before it starts.
+func TestObserversSeeBlockedAndReleased(t *testing.T) {
+	rec := &recorder{}
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		withDeps(cfg)
+		cfg.Observers = []reconciler.Observer{rec}
+	}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("file", "v>dir"))
+		synctest.Wait()
+		insert(t, f, pendingObject("dir", "d"))
+		synctest.Wait()
+		kinds, events := rec.of("file")
+		want := []string{"read", "blocked", "released", "ready", "started", "finished", "committed"}
+		if !slices.Equal(kinds, want) {
+			t.Fatalf("file's events %v, want %v", kinds, want)
+		}
+		if err := events[1].Err; err == nil || err.Error() != "blocked on dir: not in the table" {
+			t.Fatalf("blocked event's Err %v", err)
+		}
+	})
+}

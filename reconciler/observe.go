@@ -65,11 +65,12 @@ const (
 	// or is refreshed: a Permanent error, MaxRetries spent, or a
 	// misconfiguration (Err).
 	EventGivenUp
-	// EventBlocked: the request waits for a dependency (Err says which).
-	// Emitted once dependencies exist in the engine.
+	// EventBlocked: the request waits for a dependency, or a Delete for
+	// its dependents (Config.DependsOn; Err says which, as Explain does).
 	EventBlocked
-	// EventReleased: the dependency a blocked request waited for is Done:
-	// it is ready. Emitted once dependencies exist in the engine.
+	// EventReleased: what a Blocked request waited for is there: it is
+	// ready (a release that finds it still waiting for another
+	// dependency tells EventBlocked again instead).
 	EventReleased
 )
 

@@ -121,7 +121,7 @@ func (o *observing[Obj]) panicked(p any) {
 // Events carry the time they are told at, not the loop step's: a step's
 // time is older than a worker's event the step acts on.
 func (o *observing[Obj]) entered(r *request[Obj], s reqState) {
-	if o != nil && o.wants&(1<<EventRead|1<<EventReady) != 0 && r.detail != nil && (s == stQueued || s == stBusy) {
+	if o != nil && o.wants&(1<<EventRead|1<<EventReady) != 0 && r.detail != nil && (s == stQueued || s == stBusy || s == stBlocked) {
 		o.enter(r, s)
 	}
 }
