@@ -3,7 +3,6 @@ package k8ssource
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -219,7 +218,9 @@ func fromRows(rows []rowState) (condition, bool) {
 		case reconciler.StatusKindPending, reconciler.StatusKindRefreshing:
 			return condition{}, false
 		case reconciler.StatusKindError:
-			errs = append(errs, r.err)
+			// Each cut before it is sorted: the loop's work on one
+			// object is bounded by maxInput bytes per error.
+			errs = append(errs, cutUTF8(r.err, maxInput))
 		case reconciler.StatusKindUnset:
 			unset = true
 		}
@@ -228,7 +229,7 @@ func fromRows(rows []rowState) (condition, bool) {
 	case len(errs) > 0:
 		slices.Sort(errs)
 		errs = slices.Compact(errs)
-		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: sanitize(strings.Join(errs, "; "))}, true
+		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: sanitize(joinMessages(errs))}, true
 	case unset:
 		return condition{Status: "False", Reason: ReasonNotReconciled, Message: "not to be reconciled yet (status Unset)"}, true
 	case len(rows) == 0:

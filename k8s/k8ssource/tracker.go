@@ -89,6 +89,11 @@ func newTracker[T Object, Obj comparable](observe func(T) observed, table stated
 // objs it yielded, or err.
 func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) {
 	seen := t.observe(obj)
+	var failErr string
+	if err != nil {
+		// Outside the mutex: the writer's loop takes it too.
+		failErr = sanitize(err.Error())
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.items[key]
@@ -103,7 +108,7 @@ func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) 
 		st.obj = obj
 	}
 	if err != nil {
-		st.failed, st.failErr = true, sanitize(err.Error())
+		st.failed, st.failErr = true, failErr
 	} else {
 		st.failed, st.failErr = false, ""
 		st.retire(objs, t.samePK)
