@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
@@ -53,13 +54,18 @@ var keyIndex = statedb.Index[*File, string]{
 
 // errBadPath is the Transform error of a spec.path that is not a plain
 // file name.
-var errBadPath = errors.New("spec.path must be a plain file name (no '/', not starting with '.', not empty)")
+var errBadPath = errors.New("spec.path must be a plain file name (no '/', not starting with '.', not empty, at most 255 bytes)")
+
+// maxPath is the longest file name a file system takes (NAME_MAX): a
+// longer spec.path could never be written. The CRD's schema has
+// maxLength 255 too, but counts characters, not bytes.
+const maxPath = 255
 
 // fromDesiredFile is the source's Transform: one DesiredFile, one File.
 func fromDesiredFile(u *unstructured.Unstructured) ([]*File, error) {
 	p, _, _ := unstructured.NestedString(u.Object, "spec", "path")
 	content, _, _ := unstructured.NestedString(u.Object, "spec", "content")
-	if p == "" || strings.ContainsRune(p, '/') || strings.HasPrefix(p, ".") {
+	if p == "" || len(p) > maxPath || strings.ContainsRune(p, '/') || strings.HasPrefix(p, ".") {
 		// Quote keeps a short prefix: the condition is readable by
 		// anyone who can read the object.
 		return nil, fmt.Errorf("%s: %w", k8ssource.Quote(p), errBadPath)
@@ -125,7 +131,10 @@ func (o fileOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision
 		return err
 	}
 	defer root.Close()
-	if err := root.Remove(f.file()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// A name too long for the file system names no file: nothing to
+	// remove, so that an object whose Update could never succeed can
+	// still be deleted.
+	if err := root.Remove(f.file()); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENAMETOOLONG) {
 		return err
 	}
 	return nil
