@@ -115,6 +115,8 @@ func (w *statusWriter[T, Obj]) conditionOf(ks *keyState, item *itemState[T, Obj]
 		return condition{Status: "False", Reason: ReasonCleaningUp, Message: "deleting its table objects", ObservedGeneration: item.gen}, true
 	case item.failed:
 		return condition{Status: "False", Reason: ReasonTransformFailed, Message: item.failErr, ObservedGeneration: item.gen}, true
+	case item.conflict != "":
+		return condition{Status: "False", Reason: ReasonConflict, Message: item.conflict, ObservedGeneration: item.gen}, true
 	case ks.cleanupErr != "" && state == tableCheck:
 		return condition{Status: "False", Reason: ReasonCleanupFailed, Message: ks.cleanupErr, ObservedGeneration: item.yieldedGen}, true
 	case state == tableReady:

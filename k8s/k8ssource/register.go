@@ -21,7 +21,11 @@ type Config[T Object, Obj comparable] struct {
 	// error is reported on the object's key (health, source/status, and
 	// its Reconciled condition when Status is set), and the object keeps
 	// the table objects it had. It runs concurrently during a list.
-	// Required.
+	// With Status, an object that yields a table object whose primary
+	// key another of the source's objects holds is refused that one
+	// (ReasonConflict): the first to ask holds a key until its claim is
+	// cleaned up, then the next one gets it (claims.go,
+	// docs/kubernetes.md). Required.
 	Transform func(obj T) ([]Obj, error)
 
 	// Status, when set, writes each object's reconciliation status back
@@ -79,13 +83,13 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 		}
 		lw.observe = w.tracker
 		w.reemit = lw.reemit
+		w.tracker.reemit = lw.reemit
 		sc.Transform = func(key string, obj T) ([]Obj, error) {
 			if w.fin != nil && obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, w.fin.cfg.Name) {
 				return w.finalTransform(key, obj, transform), nil
 			}
 			objs, err := transform(obj)
-			w.tracker.transformed(key, obj, objs, err)
-			return objs, err
+			return w.tracker.transformed(key, obj, objs, err), err
 		}
 		if cfg.Finalizer != nil {
 			w.fin = &finalizing[T, Obj]{cfg: *cfg.Finalizer, pending: sc.Pending, staged: map[Obj]struct{}{}}
