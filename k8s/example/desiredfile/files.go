@@ -22,9 +22,13 @@ import (
 )
 
 // File is one row of the desired-files table, made from one DesiredFile:
-// the file Path in the directory of its Namespace.
+// the file Path in the directory of its Namespace. It is keyed by the
+// file, so that two DesiredFiles of one namespace that ask for one path
+// ask for one row: the first holds it, the other is refused with a
+// Conflict condition naming it (k8ssource's claims), and a Delete only
+// ever removes the file of the object that holds it.
 type File struct {
-	Key        string // k8ssource.ResourceKey of the DesiredFile: names the resource too
+	Key        string // the file: namespace/path
 	Namespace  string // the DesiredFile's namespace: the file's directory
 	Name       string // the DesiredFile's name
 	Path       string // spec.path: the file's name in its directory
@@ -34,11 +38,11 @@ type File struct {
 }
 
 // TableHeader and TableRow make the table printable by db/show.
-func (f *File) TableHeader() []string { return []string{"Key", "File", "Generation", "Status"} }
+func (f *File) TableHeader() []string { return []string{"File", "DesiredFile", "Generation", "Status"} }
 
 // TableRow implements statedb.TableWritable.
 func (f *File) TableRow() []string {
-	return []string{f.Key, f.file(), fmt.Sprint(f.Generation), f.Status.Kind.String()}
+	return []string{f.Key, f.Namespace + "/" + f.Name, fmt.Sprint(f.Generation), f.Status.Kind.String()}
 }
 
 // file is the file's path relative to the agent's directory.
@@ -71,14 +75,14 @@ func fromDesiredFile(u *unstructured.Unstructured) ([]*File, error) {
 		return nil, fmt.Errorf("%s: %w", k8ssource.Quote(p), errBadPath)
 	}
 	return []*File{{
-		Key:       k8ssource.ResourceKey(desiredFiles.GroupResource(), u),
+		Key:       u.GetNamespace() + "/" + p,
 		Namespace: u.GetNamespace(), Name: u.GetName(),
 		Path: p, Content: content, Generation: u.GetGeneration(),
 	}}, nil
 }
 
 func equalFiles(a, b *File) bool {
-	return a.Key == b.Key && a.Namespace == b.Namespace && a.Path == b.Path && a.Content == b.Content && a.Generation == b.Generation
+	return a.Key == b.Key && a.Namespace == b.Namespace && a.Name == b.Name && a.Path == b.Path && a.Content == b.Content && a.Generation == b.Generation
 }
 
 // fileOps keeps the files in dir, one directory per namespace, so that
