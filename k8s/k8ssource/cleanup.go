@@ -107,4 +107,5 @@ func (w *statusWriter[T, Obj]) cleaned(r writeResult[Obj], ks *keyState) {
 			w.tracker.mark(key)
 		}()
 	}
+	w.stuckCleanup(key, ks)
 }
