@@ -133,6 +133,11 @@ type StatusConfig[T Object, Obj comparable] struct {
 	// clientset.EventsV1(). It needs create and patch on
 	// events.events.k8s.io.
 	Events eventsv1.EventsV1Interface
+	// EventTypes chooses which Events are recorded when Events is set:
+	// EventsAll (the default), EventsWarnings (only the failures: at
+	// scale the Normal Reconciled Events are a third of all requests),
+	// or EventsNone.
+	EventTypes EventTypes
 
 	// Metrics receives the writer's measurements. nil:
 	// Params.DefaultMetrics if it implements Metrics, else none.
@@ -187,6 +192,8 @@ func (c *StatusConfig[T, Obj]) validate() error {
 		return bad("ConditionType must not be Stalled when Stalled is set")
 	case c.Conditions != nil && c.ObservedGeneration:
 		return bad("Conditions cannot read status.observedGeneration: leave it nil with ObservedGeneration")
+	case c.EventTypes > EventsNone:
+		return bad("EventTypes must be EventsAll, EventsWarnings or EventsNone")
 	case c.MinInterval < 0 || c.Burst < 0 || c.Workers < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
 		return bad("MinInterval, Burst, Workers, BackoffMin must not be negative, BackoffMax not below BackoffMin")
 	}

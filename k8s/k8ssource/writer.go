@@ -119,7 +119,7 @@ func newStatusWriter[T Object, Obj comparable](cfg StatusConfig[T, Obj], sc *sou
 	if m != nil {
 		w.metrics = m.StatusWriter(source.ID{ModuleID: p.ModuleID.String(), Name: sc.Name})
 	}
-	if cfg.Events != nil {
+	if cfg.Events != nil && cfg.EventTypes != EventsNone {
 		w.events = newEventSink(cfg.Events, cfg.FieldManager)
 	}
 	return w, nil
