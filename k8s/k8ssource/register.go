@@ -2,6 +2,7 @@ package k8ssource
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium/hive/job"
 
@@ -35,6 +36,12 @@ type Config[T Object, Obj comparable] struct {
 	// Finalizer, when set, holds each object until the Deletes of its
 	// table objects have succeeded; see FinalizerConfig. It needs Status.
 	Finalizer *FinalizerConfig[Obj]
+
+	// Secondaries are the other resources Transform reads (NewSecondary):
+	// each keeps a cache that Transform reads with Get, and a change of
+	// an object there has the source read again the objects that read
+	// it.
+	Secondaries []SecondaryResource
 
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
@@ -97,9 +104,23 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 			sc.Pending = w.fin.pendingFor
 		}
 	}
+	if slices.Contains(cfg.Secondaries, nil) {
+		return nil, fmt.Errorf("%w: Secondaries has a nil entry", source.ErrInvalidConfig)
+	}
+	if len(cfg.Secondaries) > 0 {
+		lw.primaries = &primaries[T]{reemit: lw.reemit, objs: map[string]T{}}
+		for _, s := range cfg.Secondaries {
+			if err := s.bind(lw.primaries); err != nil {
+				return nil, err
+			}
+		}
+	}
 	src, err := source.New(sc, p)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range cfg.Secondaries {
+		p.JobGroup.Add(job.OneShot("k8s-secondary-"+sc.Name+"-"+s.secondaryName(), s.run))
 	}
 	if w != nil {
 		p.JobGroup.Add(job.OneShot("k8s-status-"+sc.Name, w.run))
