@@ -58,20 +58,7 @@ type again[T Object] struct {
 func (c *claims[T]) claim(item string, obj T, refusedBefore bool, pks []string) (refused map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, pk := range c.byItem[item] {
-		if slices.Contains(pks, pk) {
-			continue
-		}
-		list := c.keys[pk]
-		i := slices.IndexFunc(list, func(cl claimant[T]) bool { return cl.item == item })
-		switch {
-		case i < 0:
-		case i == 0:
-			list[0].wants = false // held until its row is cleaned up
-		default:
-			c.keys[pk] = slices.Delete(list, i, i+1)
-		}
-	}
+	c.giveUp(item, pks)
 	var kept []string
 	for _, pk := range c.byItem[item] {
 		if list := c.keys[pk]; len(list) > 0 && list[0].item == item && !slices.Contains(pks, pk) {
@@ -114,6 +101,25 @@ func (c *claims[T]) claim(item string, obj T, refusedBefore bool, pks []string) 
 		c.byItem[item] = kept
 	}
 	return refused
+}
+
+// giveUp drops item from the keys it no longer yields, but those it
+// holds: a holder keeps a key until release.
+func (c *claims[T]) giveUp(item string, pks []string) {
+	for _, pk := range c.byItem[item] {
+		if slices.Contains(pks, pk) {
+			continue
+		}
+		list := c.keys[pk]
+		i := slices.IndexFunc(list, func(cl claimant[T]) bool { return cl.item == item })
+		switch {
+		case i < 0:
+		case i == 0:
+			list[0].wants = false // held until its row is cleaned up
+		default:
+			c.keys[pk] = slices.Delete(list, i, i+1)
+		}
+	}
 }
 
 // release ends item's hold on pk (its row is cleaned up), or on every
@@ -196,4 +202,35 @@ func conflictMessage(refused map[string]string) string {
 		msg += fmt.Sprintf(" (and %d more key(s) held by others)", len(pks)-1)
 	}
 	return msg
+}
+
+// claim records the keys of objs as asked for by the object of key, and
+// returns objs without those another object holds, and why.
+func (t *tracker[T, Obj]) claim(key string, obj T, seen observed, objs []Obj) ([]Obj, string) {
+	pks := make([]string, len(objs))
+	for i, o := range objs {
+		pks[i] = t.pkOf(o)
+	}
+	refusedBefore := seen.hasCond && seen.cond.Reason == ReasonConflict
+	refused := t.claims.claim(key, obj, refusedBefore, pks)
+	if len(refused) == 0 {
+		return objs, ""
+	}
+	kept := make([]Obj, 0, len(objs))
+	for i, o := range objs {
+		if _, no := refused[pks[i]]; !no {
+			kept = append(kept, o)
+		}
+	}
+	return kept, conflictMessage(refused)
+}
+
+// readAgain has the source read again the objects that hold a key now.
+func (t *tracker[T, Obj]) readAgain(reread []again[T]) {
+	var zero T
+	for _, a := range reread {
+		if t.reemit != nil && any(a.obj) != any(zero) {
+			t.reemit(a.item, a.obj)
+		}
+	}
 }

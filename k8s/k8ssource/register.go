@@ -104,16 +104,8 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 			sc.Pending = w.fin.pendingFor
 		}
 	}
-	if slices.Contains(cfg.Secondaries, nil) {
-		return nil, fmt.Errorf("%w: Secondaries has a nil entry", source.ErrInvalidConfig)
-	}
-	if len(cfg.Secondaries) > 0 {
-		lw.primaries = &primaries[T]{reemit: lw.reemit, objs: map[string]T{}}
-		for _, s := range cfg.Secondaries {
-			if err := s.bind(lw.primaries); err != nil {
-				return nil, err
-			}
-		}
+	if err := bindSecondaries(lw, cfg.Secondaries); err != nil {
+		return nil, err
 	}
 	src, err := source.New(sc, p)
 	if err != nil {
@@ -126,4 +118,21 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 		p.JobGroup.Add(job.OneShot("k8s-status-"+sc.Name, w.run))
 	}
 	return src, nil
+}
+
+// bindSecondaries has the secondaries read lw's objects again.
+func bindSecondaries[T Object](lw *ListerWatcher[T], secondaries []SecondaryResource) error {
+	if slices.Contains(secondaries, nil) {
+		return fmt.Errorf("%w: Secondaries has a nil entry", source.ErrInvalidConfig)
+	}
+	if len(secondaries) == 0 {
+		return nil
+	}
+	lw.primaries = &primaries[T]{reemit: lw.reemit, objs: map[string]T{}}
+	for _, s := range secondaries {
+		if err := s.bind(lw.primaries); err != nil {
+			return err
+		}
+	}
+	return nil
 }

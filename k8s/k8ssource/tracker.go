@@ -159,37 +159,6 @@ func (t *tracker[T, Obj]) readLocked(key string) bool {
 	return true
 }
 
-// claim records the keys of objs as asked for by the object of key, and
-// returns objs without those another object holds, and why.
-func (t *tracker[T, Obj]) claim(key string, obj T, seen observed, objs []Obj) ([]Obj, string) {
-	pks := make([]string, len(objs))
-	for i, o := range objs {
-		pks[i] = t.pkOf(o)
-	}
-	refusedBefore := seen.hasCond && seen.cond.Reason == ReasonConflict
-	refused := t.claims.claim(key, obj, refusedBefore, pks)
-	if len(refused) == 0 {
-		return objs, ""
-	}
-	kept := make([]Obj, 0, len(objs))
-	for i, o := range objs {
-		if _, no := refused[pks[i]]; !no {
-			kept = append(kept, o)
-		}
-	}
-	return kept, conflictMessage(refused)
-}
-
-// readAgain has the source read again the objects that hold a key now.
-func (t *tracker[T, Obj]) readAgain(reread []again[T]) {
-	var zero T
-	for _, a := range reread {
-		if t.reemit != nil && any(a.obj) != any(zero) {
-			t.reemit(a.item, a.obj)
-		}
-	}
-}
-
 // retire moves to retired the objects st yields now that next does not,
 // and forgets the retired ones next yields again.
 func (st *itemState[T, Obj]) retire(next []Obj, samePK func(a, b Obj) bool) {
