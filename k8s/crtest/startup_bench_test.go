@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,16 +49,20 @@ const startupFinalizer = "crtest.converge.dev/cleanup"
 // the same QPS and burst. No Events on either side (client-go's events
 // library has a client and limiter of its own in both). Reported: the
 // seconds from start until a watch shows every object Ready, and the
-// ratio converge/controller-runtime (goal: <= 1).
+// ratio converge/controller-runtime (goal: <= 1), and the requests each
+// made per object (its informer's or source's list and watch included).
 func BenchmarkStartupVsControllerRuntime(b *testing.B) {
 	ctrl.SetLogger(logr.Discard())
 	for _, n := range []int{1000, 3000} {
 		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
 			for b.Loop() {
-				conv := startupConverge(b, n)
-				cr := startupControllerRuntime(b, n)
+				var convReq, crReq atomic.Int64
+				conv := startupConverge(b, n, &convReq)
+				cr := startupControllerRuntime(b, n, &crReq)
 				b.ReportMetric(conv.Seconds(), "converge-all-ready-s")
 				b.ReportMetric(cr.Seconds(), "controller-runtime-all-ready-s")
+				b.ReportMetric(float64(convReq.Load())/float64(n), "converge-requests/object")
+				b.ReportMetric(float64(crReq.Load())/float64(n), "controller-runtime-requests/object")
 				b.ReportMetric(conv.Seconds()/cr.Seconds(), "ratio")
 			}
 		})
@@ -90,11 +96,23 @@ func benchCRD(b *testing.B, n int) schema.GroupVersionResource {
 	return gvr
 }
 
-func limitedConfig() *rest.Config {
+// limitedConfig is the clients' configuration at startupQPS and
+// startupBurst, each request counted in requests.
+func limitedConfig(requests *atomic.Int64) *rest.Config {
 	cfg := srv.Config()
 	cfg.QPS, cfg.Burst = startupQPS, startupBurst
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			requests.Add(1)
+			return rt.RoundTrip(req)
+		})
+	}
 	return cfg
 }
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // row is the converge side's table object.
 type row struct {
@@ -128,9 +146,9 @@ func (nopOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*row, statedb.Re
 	return nil
 }
 
-func startupConverge(b *testing.B, n int) time.Duration {
+func startupConverge(b *testing.B, n int, requests *atomic.Int64) time.Duration {
 	gvr := benchCRD(b, n)
-	dyn, err := dynamic.NewForConfig(limitedConfig())
+	dyn, err := dynamic.NewForConfig(limitedConfig(requests))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -231,12 +249,12 @@ func (r *crReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	return ctrl.Result{}, r.c.Status().Update(ctx, u)
 }
 
-func startupControllerRuntime(b *testing.B, n int) time.Duration {
+func startupControllerRuntime(b *testing.B, n int, requests *atomic.Int64) time.Duration {
 	gvr := benchCRD(b, n)
 	kind := "Bench" + gvr.Resource[len("benches"):]
 	gvk := gvr.GroupVersion().WithKind(kind)
 	began := time.Now()
-	mgr, err := ctrl.NewManager(limitedConfig(), ctrl.Options{
+	mgr, err := ctrl.NewManager(limitedConfig(requests), ctrl.Options{
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
