@@ -16,18 +16,23 @@ FUZZTIME="${1:-30s}"
 
 failed=()
 ran=0
-for pkg in $(go list ./...); do
-	# -list prints the matching names, then "ok <pkg> <time>".
-	targets=$(go test -list '^Fuzz' "$pkg" | grep -E '^Fuzz' || true)
-	for target in $targets; do
-		ran=$((ran + 1))
-		echo "== $pkg $target (-fuzztime $FUZZTIME)"
-		# A short -fuzzminimizetime: minimizing a crasher for long looks
-		# like a hang, and the unminimized input reproduces it as well.
-		if ! go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
-			-fuzzminimizetime=200x "$pkg"; then
-			failed+=("$pkg $target")
-		fi
+# The root module, then the nested k8s module (its own go.mod: `go list
+# ./...` at the root does not enter it).
+for mod in . k8s; do
+	for pkg in $(cd "$mod" && go list ./...); do
+		# -list prints the matching names, then "ok <pkg> <time>".
+		targets=$(cd "$mod" && go test -list '^Fuzz' "$pkg" | grep -E '^Fuzz' || true)
+		for target in $targets; do
+			ran=$((ran + 1))
+			echo "== $pkg $target (-fuzztime $FUZZTIME)"
+			# A short -fuzzminimizetime: minimizing a crasher for long
+			# looks like a hang, and the unminimized input reproduces it
+			# as well.
+			if ! (cd "$mod" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" \
+				-fuzzminimizetime=200x "$pkg"); then
+				failed+=("$pkg $target")
+			fi
+		done
 	done
 done
 
