@@ -1,12 +1,15 @@
 package k8ssource_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes/fake"
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	"github.com/converge-go/converge/k8s/k8ssource"
@@ -29,7 +32,19 @@ func providerKeyed(u *unstructured.Unstructured) ([]*obj, error) {
 func TestConflictShownOnObject(t *testing.T) {
 	c := newCRD(t, cached)
 	tg := newTarget()
-	startAgent(t, c, tg, agentOpts{statusInterval: 1, transform: providerKeyed, finalizer: testFinalizer, status: kstatusConfig})
+	cs := fake.NewClientset()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	events, err := cs.EventsV1().Events("ns").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events.Stop()
+	startAgent(t, c, tg, agentOpts{statusInterval: 1, transform: providerKeyed, finalizer: testFinalizer,
+		status: func(s *k8ssource.StatusConfig[*unstructured.Unstructured, *obj]) {
+			kstatusConfig(s)
+			s.Events = cs.EventsV1()
+		}})
 	c.create(t, "ns", "a", "www=A")
 	c.waitConditionType(t, "ns", "a", "Ready", metav1.ConditionTrue, k8ssource.ReasonReconciled)
 	c.create(t, "ns", "b", "www=B")
@@ -46,6 +61,16 @@ func TestConflictShownOnObject(t *testing.T) {
 	}
 	if got := tg.snapshot(); got["fqdn/www"] != "www=A" {
 		t.Fatalf("target %v", got)
+	}
+	var bEvent *eventsv1.Event
+	for ev := range events.ResultChan() {
+		if e, ok := ev.Object.(*eventsv1.Event); ok && e.Regarding.Name == "b" {
+			bEvent = e
+			break
+		}
+	}
+	if bEvent == nil || bEvent.Type != "Warning" || bEvent.Reason != k8ssource.ReasonConflict {
+		t.Fatalf("b's Event %+v, want a Warning Conflict", bEvent)
 	}
 
 	// The holder goes; its Delete fails first: it stays, and b waits.
