@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 FUZZTIME="${1:-30s}"
 
 # The root module and etcd/ (the fleet's decoder of etcd values).
-MODULES=(. etcd)
+MODULES=(. etcd k8s)
 
 failed=()
 ran=0

@@ -166,6 +166,9 @@ func writeOutcome(err error) WriteOutcome {
 // key.
 func (w *statusWriter[T, Obj]) reportHealth() {
 	errs := w.sortedErrors()
+	if err := w.stuck.err(w); err != nil {
+		errs = append([]error{err}, errs...)
+	}
 	if w.fitErr != nil {
 		errs = append([]error{w.fitErr}, errs...)
 	}
@@ -174,7 +177,11 @@ func (w *statusWriter[T, Obj]) reportHealth() {
 		return
 	}
 	shown := errs[:min(len(errs), maxHealthErrors)]
-	w.health.Degraded(fmt.Sprintf("%d status write problem(s)", len(errs)), errors.Join(shown...))
+	summary := fmt.Sprintf("%d status write problem(s)", len(errs))
+	if w.stuck.n > 0 {
+		summary = fmt.Sprintf("%d object(s) held by a failing cleanup; %d status write problem(s)", w.stuck.n, len(errs)-1)
+	}
+	w.health.Degraded(summary, errors.Join(shown...))
 }
 
 // sortedErrors returns the current failures, by key.

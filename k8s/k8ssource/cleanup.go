@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,7 +51,7 @@ func (w *statusWriter[T, Obj]) checkCleanup(ctx context.Context, key string, row
 			}
 			done = false
 			if ex.Deleted && ex.LastError != "" {
-				res.failing = append(res.failing, ex.LastError)
+				res.failing = append(res.failing, cutUTF8(ex.LastError, maxInput))
 			}
 		}
 		if done {
@@ -92,7 +91,7 @@ func (w *statusWriter[T, Obj]) cleaned(r writeResult[Obj], ks *keyState) {
 	res := r.cleanup
 	w.tracker.confirmed(r.key, res.confirmed)
 	slices.Sort(res.failing)
-	ks.cleanupErr = sanitize(strings.Join(slices.Compact(res.failing), "; "))
+	ks.cleanupErr = sanitize(joinMessages(slices.Compact(res.failing)))
 	ks.cleanupWait = res.changed
 	if r.err != nil {
 		// An explainer not running yet (or any more): asked again after
@@ -108,4 +107,5 @@ func (w *statusWriter[T, Obj]) cleaned(r writeResult[Obj], ks *keyState) {
 			w.tracker.mark(key)
 		}()
 	}
+	w.stuckCleanup(key, ks)
 }

@@ -54,6 +54,11 @@ const (
 	// finalizer until the Deletes of its table objects have succeeded
 	// (status False).
 	ReasonCleaningUp = "CleaningUp"
+	// ReasonConflict: another object of the source holds a table key
+	// this one asks for; the message names it (status False). The other
+	// table objects it yields are kept; it gets the key once the holder
+	// no longer asks for it (see Config.Transform).
+	ReasonConflict = "Conflict"
 	// ReasonNotReconciled: one of its objects is in the table with the
 	// status Unset, which the reconciler leaves alone until it is set
 	// Pending (status False).
@@ -63,7 +68,7 @@ const (
 // failure reports whether a condition of reason says the object fails:
 // the reasons a Stalled condition accompanies, and Warning Events report.
 func failure(reason string) bool {
-	return reason == ReasonReconcileFailed || reason == ReasonTransformFailed || reason == ReasonCleanupFailed
+	return reason == ReasonReconcileFailed || reason == ReasonTransformFailed || reason == ReasonCleanupFailed || reason == ReasonConflict
 }
 
 // condition is the part of the writer's condition that decides whether

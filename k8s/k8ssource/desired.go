@@ -3,7 +3,6 @@ package k8ssource
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -116,6 +115,8 @@ func (w *statusWriter[T, Obj]) conditionOf(ks *keyState, item *itemState[T, Obj]
 		return condition{Status: "False", Reason: ReasonCleaningUp, Message: "deleting its table objects", ObservedGeneration: item.gen}, true
 	case item.failed:
 		return condition{Status: "False", Reason: ReasonTransformFailed, Message: item.failErr, ObservedGeneration: item.gen}, true
+	case item.conflict != "":
+		return condition{Status: "False", Reason: ReasonConflict, Message: item.conflict, ObservedGeneration: item.gen}, true
 	case ks.cleanupErr != "" && state == tableCheck:
 		return condition{Status: "False", Reason: ReasonCleanupFailed, Message: ks.cleanupErr, ObservedGeneration: item.yieldedGen}, true
 	case state == tableReady:
@@ -219,7 +220,9 @@ func fromRows(rows []rowState) (condition, bool) {
 		case reconciler.StatusKindPending, reconciler.StatusKindRefreshing:
 			return condition{}, false
 		case reconciler.StatusKindError:
-			errs = append(errs, r.err)
+			// Each cut before it is sorted: the loop's work on one
+			// object is bounded by maxInput bytes per error.
+			errs = append(errs, cutUTF8(r.err, maxInput))
 		case reconciler.StatusKindUnset:
 			unset = true
 		}
@@ -228,7 +231,7 @@ func fromRows(rows []rowState) (condition, bool) {
 	case len(errs) > 0:
 		slices.Sort(errs)
 		errs = slices.Compact(errs)
-		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: sanitize(strings.Join(errs, "; "))}, true
+		return condition{Status: "False", Reason: ReasonReconcileFailed, Message: sanitize(joinMessages(errs))}, true
 	case unset:
 		return condition{Status: "False", Reason: ReasonNotReconciled, Message: "not to be reconciled yet (status Unset)"}, true
 	case len(rows) == 0:

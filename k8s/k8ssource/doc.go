@@ -41,6 +41,13 @@
 // the Deletes of its table objects succeeded, as the engine's Explain
 // reports them.
 //
+// Two objects that ask for one table key: the first holds it, the other
+// is refused on itself (ReasonConflict, naming the holder) and gets it
+// once the holder's claim is cleaned up (claims.go). Config.Secondaries
+// names other resources Transform reads (NewSecondary): a change there
+// has the objects that read it transformed again. Messages read at most
+// 16 KiB of an error, in linear time (message.go).
+//
 // # Permissions
 //
 // The source needs list and watch on its resource; the status writer

@@ -20,6 +20,16 @@ const (
 	EventInterval = time.Minute
 )
 
+// EventTypes says which Events the status writer records.
+type EventTypes uint8
+
+// The choices of StatusConfig.EventTypes.
+const (
+	EventsAll      EventTypes = iota // Normal and Warning
+	EventsWarnings                   // Warning only: the failures
+	EventsNone                       // none, even with Events set
+)
+
 // maxNote bounds an Event's note: events.k8s.io/v1 allows 1 kB.
 const maxNote = 1024
 
@@ -96,6 +106,11 @@ func (w *statusWriter[T, Obj]) event(key string, ks *keyState, c condition, ref 
 	}
 	es := &ks.events
 	if es.reason == c.Reason && es.gen == c.ObservedGeneration {
+		return
+	}
+	if typ == corev1.EventTypeNormal && w.cfg.EventTypes == EventsWarnings {
+		// Not recorded, but remembered: a failure after it is a change.
+		es.reason, es.gen = c.Reason, c.ObservedGeneration
 		return
 	}
 	tokens := float64(EventBurst)

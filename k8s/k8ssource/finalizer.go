@@ -115,14 +115,16 @@ func (w *statusWriter[T, Obj]) finalTransform(key string, obj T, transform func(
 			objs, phase = nil, cleanupDeleting
 		} else {
 			phase = cleanupStaged
-			w.fin.mu.Lock()
-			for _, o := range objs {
-				w.fin.staged[o] = struct{}{}
-			}
-			w.fin.mu.Unlock()
 		}
 	}
-	t.transformed(key, obj, objs, nil)
+	objs = t.transformed(key, obj, objs, nil)
+	if phase == cleanupStaged {
+		w.fin.mu.Lock()
+		for _, o := range objs {
+			w.fin.staged[o] = struct{}{}
+		}
+		w.fin.mu.Unlock()
+	}
 	t.mu.Lock()
 	if st := t.items[key]; st != nil {
 		st.phase = phase

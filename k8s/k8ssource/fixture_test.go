@@ -273,6 +273,7 @@ type agentOpts struct {
 	namespace        string
 	labelSelector    string
 	noReconciler     bool // benchmarks of the source alone
+	secondaries      []k8ssource.SecondaryResource
 }
 
 func startAgentOwned(t testing.TB, c *crd, owns func(string) bool, changed func() <-chan struct{}) *agent {
@@ -322,6 +323,7 @@ func newSource(c *crd, table statedb.RWTable[*obj], o agentOpts, p source.Params
 		Client:               k8ssource.Dynamic(c.dyn.Resource(c.gvr), o.namespace),
 		ListerWatcherOptions: k8ssource.ListerWatcherOptions{DisableWatchList: o.disableWatchList, LabelSelector: o.labelSelector},
 		Transform:            tf,
+		Secondaries:          o.secondaries,
 		Source: source.Config[*unstructured.Unstructured, *obj]{
 			Name:       name,
 			Table:      table,

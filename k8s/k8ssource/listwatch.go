@@ -46,6 +46,9 @@ type ListerWatcher[T Object] struct {
 	againMu sync.Mutex
 	again   map[string]T
 	more    chan struct{}
+	// primaries, with Config.Secondaries, keeps the newest version of
+	// the objects that read a secondary (secondary.go).
+	primaries *primaries[T]
 }
 
 // reemit has the watch deliver obj again as an upsert of key, as if it
@@ -158,6 +161,11 @@ func (lw *ListerWatcher[T]) List(ctx context.Context) (source.ListResult[T], err
 	if lw.noWatchList.Load() {
 		res, err = lw.pagedList(ctx)
 	}
+	if err == nil && lw.primaries != nil {
+		for _, it := range res.Items {
+			lw.primaries.seen(it.Key, it.Item, false)
+		}
+	}
 	if err == nil && lw.observe != nil {
 		keys := make(map[string]struct{}, len(res.Items))
 		for _, it := range res.Items {
@@ -256,8 +264,14 @@ func (lw *ListerWatcher[T]) event(ev watch.Event) (source.Event[T], error) {
 	switch ev.Type {
 	case watch.Added, watch.Modified:
 		out.Kind, out.Key, out.Item = source.Upsert, Key(obj), obj
+		if lw.primaries != nil {
+			lw.primaries.seen(out.Key, obj, false)
+		}
 	case watch.Deleted:
 		out.Kind, out.Key = source.Delete, Key(obj)
+		if lw.primaries != nil {
+			lw.primaries.forget(out.Key)
+		}
 		if lw.observe != nil {
 			lw.observe.deleted(out.Key)
 		}

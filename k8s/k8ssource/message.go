@@ -11,6 +11,11 @@ import (
 // may carry more than a short prefix of a value an error quotes (a
 // file's contents, a secret a target echoed), nor be cut in the middle
 // of a character.
+//
+// The work is bounded too: a message is cut to maxInput bytes before
+// anything else reads it, and what follows is linear in what is left,
+// so that no object's error, whatever it quotes, costs the status
+// writer's loop more than that of maxInput bytes of text.
 
 // MaxQuoted is how many bytes of a quoted value Quote keeps, and what a
 // condition message keeps of each quoted string in it.
@@ -19,6 +24,10 @@ const MaxQuoted = 40
 // maxMessage bounds a condition's message: metav1.Condition allows 32768
 // bytes.
 const maxMessage = 4096
+
+// maxInput is how much of an error message sanitize reads at all: the
+// rest is dropped before it is looked at.
+const maxInput = 16 << 10
 
 // Quote quotes s as %q does, cut to its first MaxQuoted bytes on a
 // character boundary, with "..." after the closing quote when it was
@@ -43,11 +52,14 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// sanitize makes an error message fit for a condition or an Event: each
-// double-quoted string longer than MaxQuoted bytes is cut as Quote cuts
-// it, invalid UTF-8 is replaced, and the whole is cut to maxMessage bytes
-// on a character boundary, "..." marking the cut.
+// sanitize makes an error message fit for a condition or an Event: it
+// reads the first maxInput bytes only; each double-quoted string longer
+// than MaxQuoted bytes is cut as Quote cuts it, invalid UTF-8 is
+// replaced, and the whole is cut to maxMessage bytes on a character
+// boundary, "..." marking the cut. Its cost is linear in the bytes it
+// reads.
 func sanitize(s string) string {
+	s = cutUTF8(s, maxInput)
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if strings.IndexByte(s, '"') >= 0 {
 		s = shortenQuoted(s)
@@ -61,6 +73,12 @@ func sanitize(s string) string {
 // shortenQuoted cuts every Go-quoted string of s (as %q writes them)
 // whose value is longer than MaxQuoted bytes. A '"' that does not start
 // a valid quoted string is kept as it is.
+//
+// It reads each byte of s a bounded number of times. A scan from a '"'
+// that fails at byte e has read escapes from the '"' on: every '"'
+// before e was the second byte of an escape \", and a scan from it
+// would read the same escapes and fail at e as well, so the next scan
+// starts at e.
 func shortenQuoted(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -72,18 +90,70 @@ func shortenQuoted(s string) string {
 		}
 		b.WriteString(s[:i])
 		s = s[i:]
-		q, err := strconv.QuotedPrefix(s)
-		if err != nil {
-			b.WriteByte('"')
-			s = s[1:]
-			continue
+		n, v, long, ok := scanQuoted(s)
+		switch {
+		case !ok:
+			b.WriteString(s[:n]) // n >= 1: the '"' itself at least
+		case long:
+			b.WriteString(strconv.Quote(cutUTF8(v, MaxQuoted)) + "...")
+		default:
+			b.WriteString(s[:n])
 		}
-		v, _ := strconv.Unquote(q) // QuotedPrefix vouched for it
-		if len(v) > MaxQuoted {
-			b.WriteString(Quote(v))
-		} else {
-			b.WriteString(q)
-		}
-		s = s[len(q):]
+		s = s[n:]
 	}
+}
+
+// scanQuoted reads the Go double-quoted string at the start of s (s[0]
+// is '"'), as strconv.QuotedPrefix does. ok: it is n bytes long, v is
+// the start of its value (more than MaxQuoted bytes of it when long).
+// !ok: it is not valid, and the first byte at which it failed is n.
+func scanQuoted(s string) (n int, v string, long, ok bool) {
+	var buf []byte
+	size := 0
+	pos := 1
+	for {
+		if pos >= len(s) {
+			return len(s), "", false, false
+		}
+		switch s[pos] {
+		case '"':
+			return pos + 1, string(buf), size > MaxQuoted, true
+		case '\n':
+			return pos, "", false, false
+		}
+		c, multibyte, tail, err := strconv.UnquoteChar(s[pos:], '"')
+		if err != nil {
+			return pos, "", false, false
+		}
+		w := 1
+		if c >= utf8.RuneSelf && multibyte {
+			w = utf8.RuneLen(c)
+		}
+		if size <= MaxQuoted+utf8.UTFMax {
+			if w == 1 {
+				buf = append(buf, byte(c))
+			} else {
+				buf = utf8.AppendRune(buf, c)
+			}
+		}
+		size += w
+		pos = len(s) - len(tail)
+	}
+}
+
+// joinMessages joins msgs with "; " as far as maxInput bytes, all that
+// sanitize would read of the result.
+func joinMessages(msgs []string) string {
+	var b strings.Builder
+	for i, m := range msgs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		if b.Len()+len(m) > maxInput {
+			b.WriteString(cutUTF8(m, max(maxInput-b.Len(), 0)))
+			break
+		}
+		b.WriteString(m)
+	}
+	return b.String()
 }

@@ -56,6 +56,8 @@ const MetricsPrefix = "converge_k8s_"
 type Prometheus struct {
 	writes   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	stuck    *prometheus.GaugeVec
+	oldest   *prometheus.GaugeVec
 }
 
 // errNoRegisterer is returned by NewPrometheus and RegisterClientMetrics
@@ -67,6 +69,12 @@ var errNoRegisterer = errors.New("k8ssource: nil prometheus.Registerer")
 //
 //	converge_k8s_status_writes_total{module_id, name, outcome}
 //	converge_k8s_status_write_duration_seconds{module_id, name}
+//	converge_k8s_cleanup_stuck_objects{module_id, name}
+//	converge_k8s_cleanup_stuck_oldest_timestamp_seconds{module_id, name}
+//
+// The last two are the objects a failing cleanup holds (Terminating with
+// the finalizer while a Delete fails) and when the oldest of them was
+// deleted (0 when none): alert on time() minus it.
 //
 // It fails for a nil reg, and with the registry's error when a metric of
 // the same name is already registered.
@@ -85,19 +93,31 @@ func NewPrometheus(reg prometheus.Registerer) (*Prometheus, error) {
 			Buckets: []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30},
 		}, []string{"module_id", "name"}),
 	}
-	if err := reg.Register(p.writes); err != nil {
-		return nil, err
-	}
-	if err := reg.Register(p.duration); err != nil {
-		reg.Unregister(p.writes)
-		return nil, err
+	p.stuck = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricsPrefix + "cleanup_stuck_objects",
+		Help: "Objects held by a failing cleanup: being deleted with the finalizer while a Delete of their table objects fails.",
+	}, []string{"module_id", "name"})
+	p.oldest = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: MetricsPrefix + "cleanup_stuck_oldest_timestamp_seconds",
+		Help: "When the oldest object held by a failing cleanup was deleted, in Unix seconds; 0 when there is none.",
+	}, []string{"module_id", "name"})
+	var done []prometheus.Collector
+	for _, c := range []prometheus.Collector{p.writes, p.duration, p.stuck, p.oldest} {
+		if err := reg.Register(c); err != nil {
+			for _, d := range done {
+				reg.Unregister(d)
+			}
+			return nil, err
+		}
+		done = append(done, c)
 	}
 	return p, nil
 }
 
 // StatusWriter implements Metrics.
 func (p *Prometheus) StatusWriter(id source.ID) StatusMetrics {
-	m := &promStatus{duration: p.duration.WithLabelValues(id.ModuleID, id.Name)}
+	m := &promStatus{duration: p.duration.WithLabelValues(id.ModuleID, id.Name),
+		stuck: p.stuck.WithLabelValues(id.ModuleID, id.Name), oldest: p.oldest.WithLabelValues(id.ModuleID, id.Name)}
 	for _, o := range WriteOutcomes {
 		m.writes = append(m.writes, p.writes.WithLabelValues(id.ModuleID, id.Name, string(o)))
 	}
@@ -105,8 +125,19 @@ func (p *Prometheus) StatusWriter(id source.ID) StatusMetrics {
 }
 
 type promStatus struct {
-	writes   []prometheus.Counter // by WriteOutcomes' order
-	duration prometheus.Observer
+	writes        []prometheus.Counter // by WriteOutcomes' order
+	duration      prometheus.Observer
+	stuck, oldest prometheus.Gauge
+}
+
+// StuckCleanups implements CleanupMetrics.
+func (m *promStatus) StuckCleanups(n int, oldest time.Time) {
+	m.stuck.Set(float64(n))
+	if oldest.IsZero() {
+		m.oldest.Set(0)
+	} else {
+		m.oldest.Set(float64(oldest.UnixNano()) / 1e9)
+	}
 }
 
 func (m *promStatus) Write(o WriteOutcome, d time.Duration) {

@@ -2,6 +2,7 @@ package k8ssource
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium/hive/job"
 
@@ -21,7 +22,11 @@ type Config[T Object, Obj comparable] struct {
 	// error is reported on the object's key (health, source/status, and
 	// its Reconciled condition when Status is set), and the object keeps
 	// the table objects it had. It runs concurrently during a list.
-	// Required.
+	// With Status, an object that yields a table object whose primary
+	// key another of the source's objects holds is refused that one
+	// (ReasonConflict): the first to ask holds a key until its claim is
+	// cleaned up, then the next one gets it (claims.go,
+	// docs/kubernetes.md). Required.
 	Transform func(obj T) ([]Obj, error)
 
 	// Status, when set, writes each object's reconciliation status back
@@ -31,6 +36,12 @@ type Config[T Object, Obj comparable] struct {
 	// Finalizer, when set, holds each object until the Deletes of its
 	// table objects have succeeded; see FinalizerConfig. It needs Status.
 	Finalizer *FinalizerConfig[Obj]
+
+	// Secondaries are the other resources Transform reads (NewSecondary):
+	// each keeps a cache that Transform reads with Get, and a change of
+	// an object there has the source read again the objects that read
+	// it.
+	Secondaries []SecondaryResource
 
 	// Source is the rest of the source's configuration: Name, Table,
 	// Equal, Pending, Owns, buffer, resync and metrics. ListerWatcher and
@@ -79,13 +90,13 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 		}
 		lw.observe = w.tracker
 		w.reemit = lw.reemit
+		w.tracker.reemit = lw.reemit
 		sc.Transform = func(key string, obj T) ([]Obj, error) {
 			if w.fin != nil && obj.GetDeletionTimestamp() != nil && hasFinalizer(obj, w.fin.cfg.Name) {
 				return w.finalTransform(key, obj, transform), nil
 			}
 			objs, err := transform(obj)
-			w.tracker.transformed(key, obj, objs, err)
-			return objs, err
+			return w.tracker.transformed(key, obj, objs, err), err
 		}
 		if cfg.Finalizer != nil {
 			w.fin = &finalizing[T, Obj]{cfg: *cfg.Finalizer, pending: sc.Pending, staged: map[Obj]struct{}{}}
@@ -93,12 +104,35 @@ func New[T Object, Obj comparable](cfg Config[T, Obj], p source.Params) (source.
 			sc.Pending = w.fin.pendingFor
 		}
 	}
+	if err := bindSecondaries(lw, cfg.Secondaries); err != nil {
+		return nil, err
+	}
 	src, err := source.New(sc, p)
 	if err != nil {
 		return nil, err
+	}
+	for _, s := range cfg.Secondaries {
+		p.JobGroup.Add(job.OneShot("k8s-secondary-"+sc.Name+"-"+s.secondaryName(), s.run))
 	}
 	if w != nil {
 		p.JobGroup.Add(job.OneShot("k8s-status-"+sc.Name, w.run))
 	}
 	return src, nil
+}
+
+// bindSecondaries has the secondaries read lw's objects again.
+func bindSecondaries[T Object](lw *ListerWatcher[T], secondaries []SecondaryResource) error {
+	if slices.Contains(secondaries, nil) {
+		return fmt.Errorf("%w: Secondaries has a nil entry", source.ErrInvalidConfig)
+	}
+	if len(secondaries) == 0 {
+		return nil
+	}
+	lw.primaries = &primaries[T]{reemit: lw.reemit, objs: map[string]T{}}
+	for _, s := range secondaries {
+		if err := s.bind(lw.primaries); err != nil {
+			return err
+		}
+	}
+	return nil
 }

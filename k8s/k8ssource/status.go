@@ -47,7 +47,8 @@ const (
 //     yields none (nothing to do);
 //   - False with the error when an operation failed (ReconcileFailed,
 //     CleanupFailed), or when Transform rejected the object
-//     (TransformFailed; it keeps its former table objects);
+//     (TransformFailed; it keeps its former table objects), or another
+//     object holds a table key it asks for (Conflict);
 //   - False (Reconciling) for a new object whose table objects are not
 //     reconciled yet; an object that has a condition keeps it while a
 //     new generation is reconciled: its observedGeneration says which
@@ -90,7 +91,8 @@ type StatusConfig[T Object, Obj comparable] struct {
 	ObservedGeneration bool
 	// Stalled also writes a Stalled condition, True, while the object
 	// fails (ReconcileFailed, TransformFailed, CleanupFailed), and removes
-	// it once it does not: kstatus reads it as Failed.
+	// it once it does not: kstatus reads it as Failed. Conflict counts as
+	// failing too.
 	Stalled bool
 
 	// ItemKey returns the key (Key: "namespace/name") of the Kubernetes
@@ -126,13 +128,18 @@ type StatusConfig[T Object, Obj comparable] struct {
 
 	// Events, when set, records an Event (events.k8s.io/v1) on the object
 	// at each change of its condition's reason or generation: Normal
-	// Reconciled, Warning ReconcileFailed, TransformFailed or
-	// CleanupFailed. They are rate limited per object (EventBurst, then
+	// Reconciled, Warning ReconcileFailed, TransformFailed, CleanupFailed
+	// or Conflict. They are rate limited per object (EventBurst, then
 	// one per EventInterval) and, through client-go's events library,
 	// repeats are folded into a series. Typically
 	// clientset.EventsV1(). It needs create and patch on
 	// events.events.k8s.io.
 	Events eventsv1.EventsV1Interface
+	// EventTypes chooses which Events are recorded when Events is set:
+	// EventsAll (the default), EventsWarnings (only the failures: at
+	// scale the Normal Reconciled Events are a third of all requests),
+	// or EventsNone.
+	EventTypes EventTypes
 
 	// Metrics receives the writer's measurements. nil:
 	// Params.DefaultMetrics if it implements Metrics, else none.
@@ -187,6 +194,8 @@ func (c *StatusConfig[T, Obj]) validate() error {
 		return bad("ConditionType must not be Stalled when Stalled is set")
 	case c.Conditions != nil && c.ObservedGeneration:
 		return bad("Conditions cannot read status.observedGeneration: leave it nil with ObservedGeneration")
+	case c.EventTypes > EventsNone:
+		return bad("EventTypes must be EventsAll, EventsWarnings or EventsNone")
 	case c.MinInterval < 0 || c.Burst < 0 || c.Workers < 0 || c.BackoffMin < 0 || c.BackoffMax < c.BackoffMin:
 		return bad("MinInterval, Burst, Workers, BackoffMin must not be negative, BackoffMax not below BackoffMin")
 	}

@@ -1,6 +1,7 @@
 package k8ssource
 
 import (
+	"maps"
 	"slices"
 	"sync"
 
@@ -17,6 +18,9 @@ type itemState[T Object, Obj comparable] struct {
 	gen     int64
 	failed  bool
 	failErr string
+	// conflict is why it was refused table keys another object holds
+	// (claims.go), "" when it was not.
+	conflict string
 	// yielded are the table objects of the last successful Transform,
 	// of generation yieldedGen. Once the writer finds one in the table
 	// it holds the table's object instead (own), so that the tracker
@@ -62,6 +66,16 @@ type tracker[T Object, Obj comparable] struct {
 	// key; equal whether they have the same content (Source.Equal).
 	samePK func(a, b Obj) bool
 	equal  func(a, b Obj) bool
+	// pkOf is an object's primary key; claims decide which object holds
+	// a key several ask for, and reemit reads again one that holds it
+	// now (set once the ListerWatcher exists).
+	pkOf   func(o Obj) string
+	claims *claims[T]
+	reemit func(key string, obj T)
+	// firstList are the keys of the first list not read yet (nil
+	// before it and once all are): the claims settle once it is read.
+	firstList map[string]struct{}
+	firstRead bool
 
 	mu     sync.Mutex
 	items  map[string]*itemState[T, Obj]
@@ -78,6 +92,11 @@ func newTracker[T Object, Obj comparable](observe func(T) observed, table stated
 			kb, okb := idx.ObjectToKey(b)
 			return oka && okb && string(ka) == string(kb)
 		},
+		pkOf: func(o Obj) string {
+			k, _ := idx.ObjectToKey(o)
+			return string(k)
+		},
+		claims: newClaims[T](),
 		equal:  equal,
 		items:  map[string]*itemState[T, Obj]{},
 		dirty:  map[string]struct{}{},
@@ -86,11 +105,18 @@ func newTracker[T Object, Obj comparable](observe func(T) observed, table stated
 }
 
 // transformed records the outcome of Transform for the object of key:
-// objs it yielded, or err.
-func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) {
+// objs it yielded, or err. It returns the objects the object may have:
+// objs without those whose keys another object holds (claims.go).
+func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) []Obj {
 	seen := t.observe(obj)
+	var failErr, conflict string
+	if err != nil {
+		// Outside the mutex: the writer's loop takes it too.
+		failErr = sanitize(err.Error())
+	} else {
+		objs, conflict = t.claim(key, obj, seen, objs)
+	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	st := t.items[key]
 	if st == nil {
 		st = &itemState[T, Obj]{}
@@ -103,14 +129,34 @@ func (t *tracker[T, Obj]) transformed(key string, obj T, objs []Obj, err error) 
 		st.obj = obj
 	}
 	if err != nil {
-		st.failed, st.failErr = true, sanitize(err.Error())
+		st.failed, st.failErr = true, failErr
 	} else {
-		st.failed, st.failErr = false, ""
+		st.failed, st.failErr, st.conflict = false, "", conflict
 		st.retire(objs, t.samePK)
 		// A copy: the source goes on with objs, and own swaps entries.
 		st.yielded, st.yieldedGen = slices.Clone(objs), st.gen
 	}
 	t.markLocked(key)
+	first := t.readLocked(key)
+	t.mu.Unlock()
+	if first {
+		t.readAgain(t.claims.setListed())
+	}
+	return objs
+}
+
+// readLocked records that key was read (or deleted), and reports whether
+// that completes the reading of the first list.
+func (t *tracker[T, Obj]) readLocked(key string) bool {
+	if t.firstList == nil {
+		return false
+	}
+	delete(t.firstList, key)
+	if len(t.firstList) > 0 {
+		return false
+	}
+	t.firstList, t.firstRead = nil, true
+	return true
 }
 
 // retire moves to retired the objects st yields now that next does not,
@@ -156,22 +202,51 @@ func (t *tracker[T, Obj]) markLocked(key string) {
 // listed forgets the objects a complete list no longer has.
 func (t *tracker[T, Obj]) listed(keys map[string]struct{}) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	var gone []string
 	for k := range t.items {
 		if _, ok := keys[k]; !ok {
 			delete(t.items, k)
 			t.markLocked(k)
+			gone = append(gone, k)
 		}
+	}
+	first := false
+	switch {
+	case t.firstRead:
+	case t.firstList == nil:
+		// The first list: the claims settle once every key of it has
+		// been read (Transform runs after List returns).
+		t.firstList = maps.Clone(keys)
+		first = len(keys) == 0
+		t.firstRead = first
+	default:
+		for k := range t.firstList {
+			if _, ok := keys[k]; !ok {
+				first = first || t.readLocked(k)
+			}
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range gone {
+		t.readAgain(t.claims.release(k, ""))
+	}
+	if first {
+		t.readAgain(t.claims.setListed())
 	}
 }
 
 // deleted forgets a deleted object.
 func (t *tracker[T, Obj]) deleted(key string) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if _, ok := t.items[key]; ok {
 		delete(t.items, key)
 		t.markLocked(key)
+	}
+	first := t.readLocked(key)
+	t.mu.Unlock()
+	t.readAgain(t.claims.release(key, ""))
+	if first {
+		t.readAgain(t.claims.setListed())
 	}
 }
 
@@ -203,6 +278,14 @@ func (t *tracker[T, Obj]) own(key string, i int, was, row Obj) {
 // gone records that a read of the table at rev no longer held the
 // retired objects objs of key; with forget, they are forgotten.
 func (t *tracker[T, Obj]) gone(key string, objs []Obj, rev statedb.Revision, forget bool) {
+	var released []string
+	defer func() {
+		// Its claims on the keys forgotten end: another object that
+		// asks for one holds it now.
+		for _, pk := range released {
+			t.readAgain(t.claims.release(key, pk))
+		}
+	}()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := t.items[key]
@@ -213,6 +296,7 @@ func (t *tracker[T, Obj]) gone(key string, objs []Obj, rev statedb.Revision, for
 	for _, r := range st.retired {
 		if containsObj(objs, r.obj) {
 			if forget {
+				released = append(released, t.pkOf(r.obj))
 				continue
 			}
 			if r.goneAt == 0 {

@@ -31,6 +31,9 @@ type keyState struct {
 	// finalizerRV is the resourceVersion the last successful patch of the
 	// finalizer was made at: not patched again before the object changes.
 	finalizerRV string
+	// stuckSince is when the object was deleted, while a failing cleanup
+	// holds it (stuck.go), zero otherwise; stuckSeen when that was seen.
+	stuckSince, stuckSeen time.Time
 }
 
 // writeResult is what a worker reports back to the loop.
@@ -69,8 +72,10 @@ type statusWriter[T Object, Obj comparable] struct {
 	dirty    map[string]struct{}
 	inflight int
 	health   cell.Health
-	// stats count what the writer did, for its health message.
+	// stats count what the writer did, for its health message; stuck
+	// are the objects a failing cleanup holds.
 	stats writerStats
+	stuck stuckStats
 	// fit: the resource was found fit for the writes (check.go);
 	// checking: a check is in flight; fitErr why it is not fit (or could
 	// not be checked), checkAt when to check again.
@@ -114,7 +119,7 @@ func newStatusWriter[T Object, Obj comparable](cfg StatusConfig[T, Obj], sc *sou
 	if m != nil {
 		w.metrics = m.StatusWriter(source.ID{ModuleID: p.ModuleID.String(), Name: sc.Name})
 	}
-	if cfg.Events != nil {
+	if cfg.Events != nil && cfg.EventTypes != EventsNone {
 		w.events = newEventSink(cfg.Events, cfg.FieldManager)
 	}
 	return w, nil
@@ -219,6 +224,7 @@ func (w *statusWriter[T, Obj]) dispatch(ctx context.Context, txn statedb.ReadTxn
 		if p.forget {
 			delete(w.dirty, key)
 			delete(w.keys, key)
+			w.forgetStuck(ks)
 			continue
 		}
 		if p.act == actNone {

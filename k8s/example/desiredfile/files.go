@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
@@ -21,9 +22,13 @@ import (
 )
 
 // File is one row of the desired-files table, made from one DesiredFile:
-// the file Path in the directory of its Namespace.
+// the file Path in the directory of its Namespace. It is keyed by the
+// file, so that two DesiredFiles of one namespace that ask for one path
+// ask for one row: the first holds it, the other is refused with a
+// Conflict condition naming it (k8ssource's claims), and a Delete only
+// ever removes the file of the object that holds it.
 type File struct {
-	Key        string // k8ssource.ResourceKey of the DesiredFile: names the resource too
+	Key        string // the file: namespace/path
 	Namespace  string // the DesiredFile's namespace: the file's directory
 	Name       string // the DesiredFile's name
 	Path       string // spec.path: the file's name in its directory
@@ -33,11 +38,11 @@ type File struct {
 }
 
 // TableHeader and TableRow make the table printable by db/show.
-func (f *File) TableHeader() []string { return []string{"Key", "File", "Generation", "Status"} }
+func (f *File) TableHeader() []string { return []string{"File", "DesiredFile", "Generation", "Status"} }
 
 // TableRow implements statedb.TableWritable.
 func (f *File) TableRow() []string {
-	return []string{f.Key, f.file(), fmt.Sprint(f.Generation), f.Status.Kind.String()}
+	return []string{f.Key, f.Namespace + "/" + f.Name, fmt.Sprint(f.Generation), f.Status.Kind.String()}
 }
 
 // file is the file's path relative to the agent's directory.
@@ -53,26 +58,31 @@ var keyIndex = statedb.Index[*File, string]{
 
 // errBadPath is the Transform error of a spec.path that is not a plain
 // file name.
-var errBadPath = errors.New("spec.path must be a plain file name (no '/', not starting with '.', not empty)")
+var errBadPath = errors.New("spec.path must be a plain file name (no '/', not starting with '.', not empty, at most 255 bytes)")
+
+// maxPath is the longest file name a file system takes (NAME_MAX): a
+// longer spec.path could never be written. The CRD's schema has
+// maxLength 255 too, but counts characters, not bytes.
+const maxPath = 255
 
 // fromDesiredFile is the source's Transform: one DesiredFile, one File.
 func fromDesiredFile(u *unstructured.Unstructured) ([]*File, error) {
 	p, _, _ := unstructured.NestedString(u.Object, "spec", "path")
 	content, _, _ := unstructured.NestedString(u.Object, "spec", "content")
-	if p == "" || strings.ContainsRune(p, '/') || strings.HasPrefix(p, ".") {
+	if p == "" || len(p) > maxPath || strings.ContainsRune(p, '/') || strings.HasPrefix(p, ".") {
 		// Quote keeps a short prefix: the condition is readable by
 		// anyone who can read the object.
 		return nil, fmt.Errorf("%s: %w", k8ssource.Quote(p), errBadPath)
 	}
 	return []*File{{
-		Key:       k8ssource.ResourceKey(desiredFiles.GroupResource(), u),
+		Key:       u.GetNamespace() + "/" + p,
 		Namespace: u.GetNamespace(), Name: u.GetName(),
 		Path: p, Content: content, Generation: u.GetGeneration(),
 	}}, nil
 }
 
 func equalFiles(a, b *File) bool {
-	return a.Key == b.Key && a.Namespace == b.Namespace && a.Path == b.Path && a.Content == b.Content && a.Generation == b.Generation
+	return a.Key == b.Key && a.Namespace == b.Namespace && a.Name == b.Name && a.Path == b.Path && a.Content == b.Content && a.Generation == b.Generation
 }
 
 // fileOps keeps the files in dir, one directory per namespace, so that
@@ -125,7 +135,10 @@ func (o fileOps) Delete(_ context.Context, _ statedb.ReadTxn, _ statedb.Revision
 		return err
 	}
 	defer root.Close()
-	if err := root.Remove(f.file()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// A name too long for the file system names no file: nothing to
+	// remove, so that an object whose Update could never succeed can
+	// still be deleted.
+	if err := root.Remove(f.file()); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENAMETOOLONG) {
 		return err
 	}
 	return nil
