@@ -232,6 +232,8 @@ done <<'FUZZ_TARGETS'
 . ./example/routes FuzzParseRoute
 . ./example/firewall FuzzParseRule
 etcd ./example/fleet FuzzDecodeGroup
+k8s ./k8ssource FuzzSanitize
+k8s ./k8ssource FuzzShortenQuotedLinear
 FUZZ_TARGETS
 # --- end fuzz -------------------------------------------------------------------
 
