@@ -49,6 +49,9 @@ type depGraph[Obj any] struct {
 	get    func(txn statedb.ReadTxn, key string) (Obj, bool)
 	newTxn func() statedb.ReadTxn
 	txn    statedb.ReadTxn
+	// looked are the answers of the snapshot txn, by key ("": Done; else
+	// why not): a dependency many keys name is looked up once a step.
+	looked map[string]string
 
 	applied    map[string]*appliedKey
 	waiting    map[string][]depWaiter[Obj]
@@ -91,7 +94,7 @@ func (w depWaiter[Obj]) names() bool {
 }
 
 func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
-	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, applied: map[string]*appliedKey{},
+	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, applied: map[string]*appliedKey{}, looked: map[string]string{},
 		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string][]string{}}
 	g.heaps.init()
 	return g
@@ -108,8 +111,9 @@ func (g *depGraph[Obj]) lookup(key string) (Obj, bool) {
 // fresh drops the snapshot lookups use: the table changed (a commit landed,
 // a step began).
 func (g *depGraph[Obj]) fresh() {
-	if g != nil {
+	if g != nil && g.txn != nil {
 		g.txn = nil
+		clear(g.looked)
 	}
 }
 
@@ -155,14 +159,18 @@ func (t *requests[Obj]) depState(key string) (bool, string) {
 		}
 		return false, stateWord(r.state)
 	}
-	obj, found := t.deps.lookup(key)
-	if !found {
-		return false, "not in the table"
+	g := t.deps
+	if why, ok := g.looked[key]; ok {
+		return why == "", why
 	}
-	if st := t.statusOf(obj); st.Kind != StatusKindDone {
-		return false, st.Kind.String()
+	why := ""
+	if obj, found := g.lookup(key); !found {
+		why = "not in the table"
+	} else if st := t.statusOf(obj); st.Kind != StatusKindDone {
+		why = st.Kind.String()
 	}
-	return true, ""
+	g.looked[key] = why
+	return why == "", why
 }
 
 // stateWord names an outstanding row's state for a dependent's Explain.
