@@ -119,14 +119,7 @@ func (g *depGraph[Obj]) node(key string) *appliedKey {
 // seed records obj, in the table when the run began, as applied: it is
 // the best knowledge of what an earlier run left in the target.
 func (t *requests[Obj]) seed(key string, obj Obj) {
-	g := t.deps
-	deps := g.depsOf(obj)
-	if len(deps) == 0 {
-		return
+	if deps := t.deps.depsOf(obj); len(deps) > 0 {
+		t.depApply(key, deps)
 	}
-	a := g.node(key)
-	for _, d := range deps {
-		g.node(d).users++
-	}
-	a.deps = deps
 }

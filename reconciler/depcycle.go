@@ -1,7 +1,9 @@
 package reconciler
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -203,4 +205,18 @@ func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
 	t.hold(r, whyCycle, msg, time.Time{}, now)
 	t.register(depWaiter[Obj]{r: r, gen: r.gen})
 	t.release(r.key, now)
+}
+
+// cycleError is the error of a key given up on for a dependency cycle.
+func cycleError(cycle []string) error {
+	names := make([]string, 0, min(len(cycle), 6)+1)
+	for i, k := range cycle {
+		if i == 5 && len(cycle) > 6 {
+			names = append(names, fmt.Sprintf("... (%d more)", len(cycle)-5))
+			break
+		}
+		names = append(names, printableKey(k))
+	}
+	names = append(names, printableKey(cycle[0]))
+	return fmt.Errorf("%w: %s", ErrDependencyCycle, strings.Join(names, " -> "))
 }

@@ -2,9 +2,7 @@ package reconciler
 
 import (
 	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -202,12 +200,8 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 		t.onCycle(r, cycle)
 		return true
 	}
-	for _, d := range deps {
-		if done, _ := t.depState(d); !done {
-			return true
-		}
-	}
-	return false
+	_, _, unmet := t.firstUnmet(r)
+	return unmet
 }
 
 // firstUnmet returns the first dependency of a Blocked update that is not
@@ -298,18 +292,4 @@ func (t *requests[Obj]) release(key string, now time.Time) {
 			t.regate(w.r, w.r.err, now)
 		}
 	}
-}
-
-// cycleError is the error of a key given up on for a dependency cycle.
-func cycleError(cycle []string) error {
-	names := make([]string, 0, min(len(cycle), 6)+1)
-	for i, k := range cycle {
-		if i == 5 && len(cycle) > 6 {
-			names = append(names, fmt.Sprintf("... (%d more)", len(cycle)-5))
-			break
-		}
-		names = append(names, printableKey(k))
-	}
-	names = append(names, printableKey(cycle[0]))
-	return fmt.Errorf("%w: %s", ErrDependencyCycle, strings.Join(names, " -> "))
 }

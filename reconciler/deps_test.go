@@ -45,11 +45,10 @@ func explainKey(t *testing.T, f *fixture, key string) reconciler.Explanation {
 }
 
 func tableStatus(f *fixture, key string) reconciler.Status {
-	obj, _, found := f.table.Get(f.db.ReadTxn(), idIndex.Query(key))
-	if !found {
-		return reconciler.Status{}
+	if obj := f.get(key); obj != nil {
+		return obj.Status
 	}
-	return obj.Status
+	return reconciler.Status{}
 }
 
 // TestDependencyGates: an Update starts only once every key it depends on

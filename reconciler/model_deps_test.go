@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cilium/statedb"
+	statedbindex "github.com/cilium/statedb/index"
 
 	"github.com/converge-go/converge/reconciler"
 )
@@ -101,7 +102,8 @@ func (o depModelOps) Delete(ctx context.Context, _ statedb.ReadTxn, _ statedb.Re
 	m := o.m
 	fail, latency := m.begin(obj.ID, func() string {
 		for k, v := range m.state {
-			if k != obj.ID && slices.Contains(strings.Split(strings.SplitN(v+">", ">", 3)[1], ","), obj.ID) {
+			names := func(d statedbindex.Key) bool { return string(d) == obj.ID }
+			if k != obj.ID && slices.ContainsFunc(dependsOn(&testObject{Value: v}), names) {
 				return fmt.Sprintf("delete of %s started while %s (%s), which depends on it, is in the target", obj.ID, k, v)
 			}
 		}

@@ -38,7 +38,8 @@ import (
 //	    active stays about a round.
 //	**** with Config.DependsOn: waiting for a dependency (an update) or
 //	    for the objects that depend on its object (a delete), in the
-//	    dependency graph's lists instead (deps.go); neither a retry nor a
+//	    dependency graph's lists and waitingHeaps instead (deps.go,
+//	    waiting.go); neither a retry nor a
 //	    failure.
 //
 // "Counted" rows are live objects' outstanding work, counted by the kind

@@ -361,12 +361,9 @@ func (t *requests[Obj]) returned(r *request[Obj], id uint64, now time.Time) bool
 		case stBusy:
 			// Its key is free now. Ordered mode's queue takes it as ready
 			// from now; first in, first out, it waits on from its queuing.
-			since, s := r.since, stQueued
-			if t.order != nil {
+			since, s := r.since, t.queuedState(r)
+			if t.order != nil || s == stBlocked { // Blocked: a dependency changed meanwhile
 				since = now
-			}
-			if t.deps != nil && t.gate(r) {
-				s, since = stBlocked, now // a dependency changed meanwhile
 			}
 			t.move(r, s, whyNone, r.err, time.Time{}, since)
 		case stDraining:
