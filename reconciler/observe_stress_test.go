@@ -32,6 +32,14 @@ func TestObserverUnderLoad(t *testing.T) {
 	f.load(nil)
 	for i := range 150 {
 		insertPending(f, &testObject{ID: fmt.Sprintf("k%03d", i), Value: "v"})
+		if i == 0 {
+			// The reconciler's job starts on its own: until its change
+			// iterator is open, an object inserted and deleted is never
+			// seen, and has nothing to commit. Wait until it has read one.
+			if _, _, err := r.WaitUntilReconciled(ctx, f.table.Revision(f.db.ReadTxn())); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for i := range 50 {
 		insertPending(f, &testObject{ID: fmt.Sprintf("k%03d", i*3), Value: "vv"})
