@@ -194,8 +194,9 @@ func (c *committer[Obj]) failCycles(job *commitJob[Obj], now time.Time) {
 
 // holdCycle gives r up for the cycle its Error names, now written: it
 // waits for good, named in its dependencies' waiting lists (a longer
-// cycle through it is found from them), and what waits for it is judged
-// again (it may be on such a cycle). A cycle broken while its Error was
+// cycle through it is found from them), and what waits for it, and the
+// Blocked keys it depends on, are judged again (they may be on such a
+// cycle). A cycle broken while its Error was
 // being written leaves r to be judged again instead.
 func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
 	if t.deps.cycles[r.key] == nil {
@@ -205,6 +206,14 @@ func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
 	t.hold(r, whyCycle, msg, time.Time{}, now)
 	t.register(depWaiter[Obj]{r: r, gen: r.gen})
 	t.release(r.key, now)
+	// Another cycle may run through r and a key it depends on, Blocked
+	// since before r closed it: that key is judged again too (and so on
+	// along the cycle, as each is given up on).
+	for _, d := range t.deps.depsOfRow(r) {
+		if m := t.rows[d]; m != nil && m.state == stBlocked && !m.deleted {
+			t.regate(m, m.err, now)
+		}
+	}
 }
 
 // cycleError is the error of a key given up on for a dependency cycle.
