@@ -20,11 +20,13 @@ import (
 // none outstanding, what was applied. It walks only when something could
 // close a cycle through key: an update waiting for good (Blocked, or
 // given up on for a cycle) names key, a dependency is given up on for a
-// cycle, or an applied object names key. A chain or a forest read in
-// order walks from each key down its dependencies, not the graph.
+// cycle, an applied object names key, or key was found on a cycle (whose
+// member naming it may be having its cycle Error written). A chain or a
+// forest read in order walks from each key down its dependencies, not the
+// graph.
 func (t *requests[Obj]) cycleThrough(key string, deps []string) []string {
 	if a := t.deps.applied[key]; (a == nil || a.users == 0) && !t.hasWaiters(key) &&
-		!slices.ContainsFunc(deps, t.cycleHeld) {
+		!slices.ContainsFunc(deps, t.cycleHeld) && !t.deps.isCyclic(key) {
 		return nil
 	}
 	return t.walk(key, deps, t.edges)
@@ -122,25 +124,37 @@ func pathBack(parent map[string]string, key string) []string {
 }
 
 // onCycle records that r's update closes cycle: each member is given up
-// on (those Blocked now, and r once it is), until one of them changes.
+// on (those Blocked now, and r once it is), until one of them changes; so
+// is every other key the cycle shows to be on one (sccCycles).
 func (t *requests[Obj]) onCycle(r *request[Obj], cycle []string) {
-	g := t.deps
+	cycle[0] = string([]byte(cycle[0])) // r's key: it may view its object's bytes
+	found := depCycle{keys: cycle, n: len(cycle)}
 	for _, k := range cycle {
-		g.cycles[string([]byte(k))] = cycle
-		if m := t.rows[k]; m != nil && m != r && m.state == stBlocked && !m.deleted {
-			g.cyclic = append(g.cyclic, depWaiter[Obj]{r: m, gen: m.gen})
-		}
+		t.markCycle(r, k, found)
 	}
-	g.cyclic = append(g.cyclic, depWaiter[Obj]{r: r}) // gen is set as it blocks
+	for _, m := range t.sccCycles(r.key, cycle) {
+		t.markCycle(r, m.key, m.cycle)
+	}
+	t.deps.cyclic = append(t.deps.cyclic, depWaiter[Obj]{r: r}) // gen is set as it blocks
+}
+
+// markCycle records that key is on cycle, found by r's update: a Blocked
+// update of key is given up on at the next commit.
+func (t *requests[Obj]) markCycle(r *request[Obj], key string, cycle depCycle) {
+	g := t.deps
+	g.cycles[string([]byte(key))] = cycle
+	if m := t.rows[key]; m != nil && m != r && m.state == stBlocked && !m.deleted {
+		g.cyclic = append(g.cyclic, depWaiter[Obj]{r: m, gen: m.gen})
+	}
 }
 
 // takeCyclic returns the Blocked updates to be given up on for a cycle,
 // with the cycle each closes.
-func (t *requests[Obj]) takeCyclic() (rows []*request[Obj], cycles [][]string) {
+func (t *requests[Obj]) takeCyclic() (rows []*request[Obj], cycles []depCycle) {
 	g := t.deps
 	for _, w := range g.cyclic {
 		r := w.r
-		if cycle := g.cycles[r.key]; r.state == stBlocked && !r.deleted && cycle != nil {
+		if cycle, ok := g.cycles[r.key]; r.state == stBlocked && !r.deleted && ok {
 			rows, cycles = append(rows, r), append(cycles, cycle)
 		}
 	}
@@ -156,7 +170,7 @@ func (t *requests[Obj]) takeCyclic() (rows []*request[Obj], cycles [][]string) {
 // errors, and few: a change of a key on one judges them all.
 func (t *requests[Obj]) forgetCycle(key string, now time.Time) {
 	g := t.deps
-	if g.cycles[key] == nil {
+	if !g.isCyclic(key) {
 		return
 	}
 	keys := make([]string, 0, len(g.cycles))
@@ -171,6 +185,12 @@ func (t *requests[Obj]) forgetCycle(key string, now time.Time) {
 			t.regate(m, m.err, now)
 		}
 	}
+}
+
+// isCyclic reports whether key is on a cycle found.
+func (g *depGraph[Obj]) isCyclic(key string) bool {
+	_, ok := g.cycles[key]
+	return ok
 }
 
 // cyclicDue reports whether updates wait to be given up on for a cycle.
@@ -199,7 +219,7 @@ func (c *committer[Obj]) failCycles(job *commitJob[Obj], now time.Time) {
 // cycle). A cycle broken while its Error was
 // being written leaves r to be judged again instead.
 func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
-	if t.deps.cycles[r.key] == nil {
+	if !t.deps.isCyclic(r.key) {
 		t.regate(r, msg, now)
 		return
 	}
@@ -217,15 +237,15 @@ func (t *requests[Obj]) holdCycle(r *request[Obj], msg string, now time.Time) {
 }
 
 // cycleError is the error of a key given up on for a dependency cycle.
-func cycleError(cycle []string) error {
-	names := make([]string, 0, min(len(cycle), 6)+1)
-	for i, k := range cycle {
-		if i == 5 && len(cycle) > 6 {
-			names = append(names, fmt.Sprintf("... (%d more)", len(cycle)-5))
+func cycleError(c depCycle) error {
+	names := make([]string, 0, len(c.keys)+2)
+	for i, k := range c.keys {
+		if i == cycleShown && c.n > cycleShown+1 {
+			names = append(names, fmt.Sprintf("... (%d more)", c.n-cycleShown))
 			break
 		}
 		names = append(names, printableKey(k))
 	}
-	names = append(names, printableKey(cycle[0]))
+	names = append(names, printableKey(c.keys[0]))
 	return fmt.Errorf("%w: %s", ErrDependencyCycle, strings.Join(names, " -> "))
 }

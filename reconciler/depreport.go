@@ -70,7 +70,7 @@ func (t *requests[Obj]) blockedWhy(key string) string {
 	if d, why, ok := t.firstUnmet(r); ok {
 		return fmt.Sprintf("blocked on %s: %s", printableKey(d), why)
 	}
-	if cycle := t.deps.cycles[key]; cycle != nil {
+	if t.deps.isCyclic(key) {
 		return "on a dependency cycle: its Error is being written"
 	}
 	return "its dependencies are Done: it is released at the next step"

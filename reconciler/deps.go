@@ -54,7 +54,7 @@ type depGraph[Obj any] struct {
 	applied    map[string]*appliedKey
 	waiting    map[string][]depWaiter[Obj]
 	delWaiting map[string]*request[Obj]
-	cycles     map[string][]string
+	cycles     map[string]depCycle
 	// cyclic are the Blocked rows found on a cycle, whose Error is to be
 	// written at the next commit.
 	cyclic []depWaiter[Obj]
@@ -93,7 +93,7 @@ func (w depWaiter[Obj]) names() bool {
 
 func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
 	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, applied: map[string]*appliedKey{}, looked: map[string]string{},
-		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string][]string{}}
+		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string]depCycle{}}
 	g.heaps.init()
 	return g
 }
@@ -280,16 +280,25 @@ func compactWaiters[Obj any](list []depWaiter[Obj]) []depWaiter[Obj] {
 }
 
 // release re-gates the updates waiting for key, now Done or gone: each is
-// Queued, or Blocked on its next unmet dependency.
+// Queued, or Blocked on its next unmet dependency. Those given up on for
+// a cycle stay in key's list: they still name it (a cycle through key is
+// found from there).
 func (t *requests[Obj]) release(key string, now time.Time) {
-	list := t.deps.waiting[key]
+	g := t.deps
+	list := g.waiting[key]
 	if list == nil {
 		return
 	}
-	delete(t.deps.waiting, key)
+	delete(g.waiting, key)
+	var held []depWaiter[Obj]
 	for _, w := range list {
 		if w.valid() {
 			t.regate(w.r, w.r.err, now)
+		} else if w.names() {
+			held = append(held, w)
 		}
+	}
+	if held != nil {
+		g.waiting[key] = append(g.waiting[key], held...)
 	}
 }

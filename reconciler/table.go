@@ -19,7 +19,7 @@ import (
 // keeps the key busy; its result will not be wanted.
 func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
 	t.deleted.forget(key)
-	cyclic := t.deps != nil && t.deps.cycles[key] != nil
+	cyclic := t.deps != nil && t.deps.isCyclic(key)
 	r := t.row(key)
 	var logged string
 	var loggedAt time.Time
