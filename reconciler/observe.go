@@ -200,7 +200,9 @@ type EventFilter interface {
 // the worker, just before the operation is called; it must be quick and
 // safe for concurrent use. A panic counts as wanting the attempt. Only
 // the first 64 observers of Config.Observers are asked; any later one
-// gets every attempt.
+// gets every attempt. An attempt that runs past OperationTimeout is
+// committed as timed out apart from its worker: that EventCommitted goes
+// to every observer that wants the kind, declined or not.
 type AttemptFilter interface {
 	WantsAttempt(a Attempt) bool
 }
