@@ -1,6 +1,7 @@
 package convergeotel_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -104,4 +105,23 @@ func TestBlockedTimeOnAttempt(t *testing.T) {
 			t.Errorf("the Tracer remembers %d blocks of declined attempts", n)
 		}
 	})
+}
+
+// TestBlockedIsBounded: a Tracer remembers at most MaxBlocked blocks, and
+// forgets a key's block when the head sampler declines its attempt.
+func TestBlockedIsBounded(t *testing.T) {
+	tr := convergeotel.New(convergeotel.Options{Sample: func(reconciler.Attempt) bool { return false }})
+	for i := range convergeotel.MaxBlocked + 10 {
+		tr.Observe(reconciler.Event{Kind: reconciler.EventBlocked, Key: strconv.Itoa(i)})
+	}
+	if n := tr.Blocked(); n != convergeotel.MaxBlocked {
+		t.Errorf("%d blocks remembered, want MaxBlocked (%d)", n, convergeotel.MaxBlocked)
+	}
+	tr.Observe(reconciler.Event{Kind: reconciler.EventReleased, Key: "0"})
+	if tr.WantsAttempt(reconciler.Attempt{Key: "0", Attempt: 1}) {
+		t.Fatal("the head sampler declines, the Tracer wants")
+	}
+	if n := tr.Blocked(); n != convergeotel.MaxBlocked-1 {
+		t.Errorf("%d blocks remembered after one key's attempt was declined, want %d", n, convergeotel.MaxBlocked-1)
+	}
 }

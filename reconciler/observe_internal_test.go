@@ -104,3 +104,37 @@ func TestDeclinedAttemptBuildsNothing(t *testing.T) {
 		t.Errorf("beside an observer that wants it: %d and %d events, start %v, end %v", d.n, c.n, start, end)
 	}
 }
+
+// TestAttemptFilterPast64: an observer after the 64th of
+// Config.Observers is not asked and gets every attempt.
+func TestAttemptFilterPast64(t *testing.T) {
+	var cfg Config[int]
+	for range maskBits {
+		cfg.Observers = append(cfg.Observers, &countingObserver{})
+	}
+	d := &declineAll{}
+	cfg.Observers = append(cfg.Observers, d)
+	o := newObserving(&cfg, slog.New(slog.DiscardHandler), NopMetrics{})
+	en := &opEntry[int]{key: "k", rev: 3}
+	start, declined := o.attempt(context.Background(), OpUpdate, en)
+	o.finished(OpUpdate, en, ResultOK, nil, start, declined)
+	if declined != 0 || d.n != 2 {
+		t.Errorf("the 65th observer, declining: declined %b, told %d events, want 2", declined, d.n)
+	}
+}
+
+// panicFilter panics when asked about an attempt.
+type panicFilter struct{ countingObserver }
+
+func (*panicFilter) WantsAttempt(Attempt) bool { panic("filter") }
+
+// TestAttemptFilterPanicWants: an AttemptFilter that panics is taken to
+// want the attempt, and is told it.
+func TestAttemptFilterPanicWants(t *testing.T) {
+	p := &panicFilter{}
+	cfg := Config[int]{Observers: []Observer{p}}
+	o := newObserving(&cfg, slog.New(slog.DiscardHandler), NopMetrics{})
+	if _, declined := o.attempt(context.Background(), OpUpdate, &opEntry[int]{key: "k"}); declined != 0 || p.n != 1 {
+		t.Errorf("declined %b, told %d events", declined, p.n)
+	}
+}
