@@ -76,7 +76,9 @@ type Options struct {
 // It keeps, per key, only the spans of an attempt it samples, from the
 // start of the attempt until its status is written (and, while it is
 // retried, the context of its last attempt): with a sampler that samples
-// nothing it keeps nothing.
+// nothing it keeps nothing. With dependencies it also keeps, for a key
+// Blocked, when it was blocked, until its next attempt starts or is
+// declined (see MaxBlocked).
 type Tracer struct {
 	tracer  trace.Tracer
 	links   *Links
