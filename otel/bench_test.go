@@ -27,9 +27,10 @@ import (
 // run (benchmarks/README.md has the command and the results): noop-1m's
 // shape (a bulk load of Pending objects, a target that does nothing,
 // the default Config) with no observer, the adapter with a sampler that
-// samples nothing, with the API's no-op provider (no SDK installed), and
-// sampling everything into an in-memory exporter; and the isolated-change
-// latency with the adapter off and on.
+// samples nothing (the SDK's, or the adapter's head sampler), with the
+// API's no-op provider (no SDK installed), sampling one attempt in 100
+// with the head sampler, and everything, into an in-memory exporter; and
+// the isolated-change latency with the adapter off and on.
 
 // benchModes are the observers of each mode.
 // benchMode is a mode's name and its observers.
@@ -50,6 +51,18 @@ func benchModes(b *testing.B) []benchMode {
 		}},
 		{"otel-never", func() []reconciler.Observer {
 			return []reconciler.Observer{convergeotel.New(convergeotel.Options{TracerProvider: never})}
+		}},
+		{"otel-head-never", func() []reconciler.Observer {
+			// The adapter's head sampler declines every attempt: the
+			// engine builds no event, the SDK starts no span.
+			return []reconciler.Observer{convergeotel.New(convergeotel.Options{TracerProvider: never,
+				Sample: func(reconciler.Attempt) bool { return false }})}
+		}},
+		{"otel-head-1in100-memory", func() []reconciler.Observer {
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+			return []reconciler.Observer{convergeotel.New(convergeotel.Options{TracerProvider: tp, Sample: convergeotel.OneIn(100)})}
 		}},
 		{"otel-always-memory", func() []reconciler.Observer {
 			exp := tracetest.NewInMemoryExporter()

@@ -17,7 +17,9 @@
 //     converge.priority, converge.target, converge.queue_wait_seconds,
 //     converge.worker and converge.result; the error, if any, as the
 //     span's status. It links to the writer's span (Links) and, for a
-//     retry, to the attempt before it.
+//     retry, to the attempt before it. For a key that was Blocked on a
+//     dependency, the events "blocked" (converge.blocked_on) and
+//     "released", and converge.blocked_seconds.
 //   - converge.commit, its child: from the operation's return to the
 //     status write (converge.commit: written, dropped or nothing;
 //     converge.status), and for a failure when the retry is due
@@ -26,8 +28,12 @@
 //
 // A Tracer never blocks the reconciler: spans go to the SDK's span
 // processor (use a batch processor, which drops when its queue is full).
-// It asks the engine only for the events it uses (reconciler.EventFilter),
-// and an attempt the sampler drops costs the span's Start, on the worker,
-// and an atomic load per event on the loop; links are looked up and
-// attributes set only on spans that record.
+// It asks the engine only for the events it uses (reconciler.EventFilter).
+// With a head sampler (Options.Sample, e.g. OneIn), it declines the
+// attempts the sampler does not take (reconciler.AttemptFilter): the
+// engine builds no event for them and no span is started, so that an
+// unsampled attempt costs nearly nothing. Without one, every attempt goes
+// to the SDK's sampler: an attempt it drops costs the engine's events and
+// the span's Start, on the worker; links are looked up and attributes
+// set only on spans that record.
 package convergeotel

@@ -86,6 +86,11 @@ type fixture struct {
 // start starts a hive whose reconciler (per object, or whole set) is
 // observed by obs; it stops when the test ends.
 func start(t testing.TB, wholeSet bool, obs ...reconciler.Observer) *fixture {
+	return startWith(t, wholeSet, nil, obs...)
+}
+
+// startWith is start with edit applied to the reconciler's Config.
+func startWith(t testing.TB, wholeSet bool, edit func(*reconciler.Config[*item]), obs ...reconciler.Observer) *fixture {
 	f := &fixture{t: t, target: &target{fails: map[string]int{}}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -122,6 +127,9 @@ func start(t testing.TB, wholeSet bool, obs ...reconciler.Observer) *fixture {
 					cfg.SyncDebounce = reconciler.Trailing(time.Millisecond, 10*time.Millisecond)
 				} else {
 					cfg.Operations = f.target
+				}
+				if edit != nil {
+					edit(&cfg)
 				}
 				f.r, err = reconciler.New(cfg, p)
 				return err

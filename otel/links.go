@@ -46,11 +46,13 @@ type writeLink struct {
 func NewLinks() *Links { return &Links{byKey: map[string]writeLink{}} }
 
 // Record notes that key (the object's primary key) was written at
-// revision rev in ctx's trace. It does nothing when ctx carries no valid
-// span context, or when MaxLinks writes are remembered already.
+// revision rev in ctx's trace. It does nothing when ctx carries no
+// sampled span context (a link to a trace nobody records leads nowhere),
+// or when MaxLinks writes are remembered already. The attempts of a
+// change it recorded are traced whatever Options.Sample says.
 func (l *Links) Record(ctx context.Context, key []byte, rev statedb.Revision) {
 	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
+	if !sc.IsValid() || !sc.IsSampled() {
 		return
 	}
 	l.mu.Lock()
@@ -85,6 +87,17 @@ func (l *Links) lookup(key string, rev statedb.Revision) (trace.SpanContext, boo
 		return trace.SpanContext{}, false
 	}
 	return w.sc, true
+}
+
+// has reports whether key has a traced write remembered.
+func (l *Links) has(key string) bool {
+	if l == nil || l.n.Load() == 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.byKey[key]
+	return ok
 }
 
 // done forgets key's traced write at or before rev: its change is Done.

@@ -55,6 +55,18 @@ type Options struct {
 	// Reconciler names the reconciler in every span (converge.reconciler):
 	// its Config.Name, or what tells it apart.
 	Reconciler string
+	// Sample, if set, is a head sampler: asked just before an attempt
+	// starts, it decides whether the attempt is traced at all. An attempt
+	// it declines costs nothing more: the engine builds no event for it
+	// (reconciler.AttemptFilter) and no span is started; the attempts it
+	// takes go to the TracerProvider's sampler as before. It is not asked,
+	// and the attempt is traced, for a retry of an attempt the Tracer
+	// holds (one the TracerProvider sampled, until its change is Done or
+	// given up on) and for a change whose write Links recorded (in a
+	// sampled trace). It is called on the reconciler's workers, at once
+	// from several: keep it quick. OneIn samples one attempt in n. Nil
+	// (the default): every attempt goes to the TracerProvider's sampler.
+	Sample func(reconciler.Attempt) bool
 }
 
 // Tracer is a reconciler.Observer that makes OpenTelemetry spans of a
@@ -64,16 +76,22 @@ type Options struct {
 // It keeps, per key, only the spans of an attempt it samples, from the
 // start of the attempt until its status is written (and, while it is
 // retried, the context of its last attempt): with a sampler that samples
-// nothing it keeps nothing.
+// nothing it keeps nothing. With dependencies it also keeps, for a key
+// Blocked, when it was blocked, until its next attempt starts or is
+// declined (see MaxBlocked).
 type Tracer struct {
 	tracer  trace.Tracer
 	links   *Links
+	sample  func(reconciler.Attempt) bool
 	recName attribute.KeyValue
 
 	mu   sync.Mutex
 	keys map[string]*keySpans
 	sync trace.Span // the Sync running, if sampled
 	live atomic.Int64
+
+	blocks   map[string]*block // blocked.go
+	nblocked atomic.Int64
 }
 
 // keySpans are the spans of one key's sampled attempt.
@@ -90,13 +108,15 @@ func New(opts Options) *Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return &Tracer{tracer: tp.Tracer(ScopeName), links: opts.Links,
-		recName: AttrReconciler.String(opts.Reconciler), keys: map[string]*keySpans{}}
+	return &Tracer{tracer: tp.Tracer(ScopeName), links: opts.Links, sample: opts.Sample,
+		recName: AttrReconciler.String(opts.Reconciler), keys: map[string]*keySpans{},
+		blocks: map[string]*block{}}
 }
 
 var (
-	_ reconciler.Observer    = (*Tracer)(nil)
-	_ reconciler.EventFilter = (*Tracer)(nil)
+	_ reconciler.Observer      = (*Tracer)(nil)
+	_ reconciler.EventFilter   = (*Tracer)(nil)
+	_ reconciler.AttemptFilter = (*Tracer)(nil)
 )
 
 // Observe implements reconciler.Observer.
@@ -125,15 +145,20 @@ func (t *Tracer) Observe(e reconciler.Event) {
 		if t.live.Load() > 0 {
 			t.failed(&e)
 		}
+	case reconciler.EventBlocked:
+		t.blocked(&e)
+	case reconciler.EventReleased:
+		t.released(&e)
 	}
 }
 
 // Wants implements reconciler.EventFilter: the engine builds no read or
 // ready events for a Tracer (a started event says when its request was
-// queued).
+// queued); blocked and released come only with dependencies.
 func (t *Tracer) Wants(k reconciler.EventKind) bool {
 	switch k {
-	case reconciler.EventStarted, reconciler.EventFinished, reconciler.EventCommitted, reconciler.EventFailed:
+	case reconciler.EventStarted, reconciler.EventFinished, reconciler.EventCommitted, reconciler.EventFailed,
+		reconciler.EventBlocked, reconciler.EventReleased:
 		return true
 	}
 	return false
@@ -147,7 +172,8 @@ func (t *Tracer) started(e *reconciler.Event) {
 	if start.IsZero() || start.After(e.Time) {
 		start = e.Time
 	}
-	_, span := t.tracer.Start(context.Background(), SpanAttempt, trace.WithTimestamp(start))
+	blocked := t.takeBlocked(e.Key)
+	_, span := t.tracer.Start(context.Background(), SpanAttempt, trace.WithTimestamp(blocked.spanStart(start)))
 	if !span.IsRecording() {
 		if t.live.Load() > 0 {
 			t.mu.Lock()
@@ -162,6 +188,9 @@ func (t *Tracer) started(e *reconciler.Event) {
 	span.SetAttributes(t.recName, AttrKey.String(e.Key), AttrAttempt.Int(e.Attempt), AttrOp.String(string(e.Op)),
 		AttrClass.String(e.Why.String()), AttrPriority.Int(e.Priority), AttrTarget.String(e.Target),
 		AttrQueueWait.Float64(e.Time.Sub(start).Seconds()), AttrWorker.Int(e.Worker))
+	if blocked != nil {
+		blocked.record(span, e.Time)
+	}
 	span.AddEvent("started", trace.WithTimestamp(e.Time), trace.WithAttributes(AttrWorker.Int(e.Worker)))
 	if t.links != nil {
 		if sc, ok := t.links.lookup(e.Key, e.Revision); ok {

@@ -17,7 +17,7 @@ func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()
 	for i, en := range t.entries {
 		results[i] = result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
 		if x.obs != nil {
-			x.obs.attempt(ctx, t.op, &t.entries[i])
+			_, results[i].declined = x.obs.attempt(ctx, t.op, &t.entries[i])
 		}
 	}
 	err := x.call(ctx, overrun, t.op, "", 0, func(ctx context.Context) error {
@@ -50,7 +50,7 @@ func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()
 		}
 		res := x.classify(results[i].err, t.entries[i].failures)
 		if x.obs != nil {
-			x.obs.finished(t.op, &t.entries[i], res, results[i].err, start)
+			x.obs.finished(t.op, &t.entries[i], res, results[i].err, start, results[i].declined)
 		}
 		worst = resultRank[max(rankOf(worst), rankOf(res))]
 		counts[rankOf(res)]++

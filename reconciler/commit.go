@@ -94,7 +94,7 @@ func (c *committer[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj],
 		return outcome[Obj]{}, false
 	}
 	return outcome[Obj]{r: r, op: res.op, attempt: res.attempt, err: res.err, rev: res.rev,
-		target: res.target, hasTarget: res.cloned}, true
+		target: res.target, hasTarget: res.cloned, declined: res.declined}, true
 }
 
 // judge decides what an outcome asks of the table: the verdict, and the

@@ -65,7 +65,8 @@ type result[Obj any] struct {
 	// overdue marks the result the pool posts when an attempt passes
 	// OperationTimeout: it counts as failed from then on, though it may
 	// still run; its own result, when it comes, is not wanted.
-	overdue bool
+	overdue  bool
+	declined obsMask // the observers that declined the attempt (AttemptFilter)
 }
 
 // runner runs the per-object loop's tasks on the workers. It reads only
@@ -197,8 +198,9 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 	defer release() // once the operation has returned, timed out or not
 	var start time.Time
 	if x.obs != nil {
-		start = x.obs.attempt(ctx, t.op, en)
-	} else if !x.nopMetrics {
+		start, res.declined = x.obs.attempt(ctx, t.op, en)
+	}
+	if start.IsZero() && !x.nopMetrics {
 		start = time.Now()
 	}
 	res.err = x.call(ctx, overrun, t.op, en.key, en.failures, func(ctx context.Context) error {
@@ -214,7 +216,7 @@ func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) 
 	})
 	var end time.Time // one clock read for the observers and the metrics
 	if x.obs != nil {
-		end = x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start)
+		end = x.obs.finished(t.op, en, x.classify(res.err, en.failures), res.err, start, res.declined)
 	}
 	if !x.nopMetrics {
 		if end.IsZero() {
@@ -361,6 +363,7 @@ type outcome[Obj any] struct {
 	// the backoff goes by instead of the request's own: a Sync that
 	// failed as a whole backs off by the Syncs failed in a row.
 	failures int
+	declined obsMask // the observers that declined the attempt
 }
 
 // verdict is what an outcome asks for. It holds values only: it waits,

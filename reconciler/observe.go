@@ -185,6 +185,38 @@ type EventFilter interface {
 	Wants(k EventKind) bool
 }
 
+// AttemptFilter is implemented by an Observer that wants the events of
+// only some attempts (the OpenTelemetry adapter's head sampler): it says
+// so before an attempt starts, and the engine then neither builds nor
+// sends it that attempt's EventStarted, EventFinished and
+// EventCommitted. When no observer wants an attempt (an observer without
+// the interface wants them all), the engine builds none of those events
+// and reads no clock for them: an attempt nobody observes costs what it
+// costs without observers. The attempt's EventFailed and EventGivenUp
+// (few) and the request's other events still come as the observer's
+// EventFilter asks.
+//
+// WantsAttempt is asked once per attempt (once per entry of a batch), on
+// the worker, just before the operation is called; it must be quick and
+// safe for concurrent use. A panic counts as wanting the attempt. Only
+// the first 64 observers of Config.Observers are asked; any later one
+// gets every attempt. An attempt that runs past OperationTimeout is
+// committed as timed out apart from its worker: that EventCommitted goes
+// to every observer that wants the kind, declined or not.
+type AttemptFilter interface {
+	WantsAttempt(a Attempt) bool
+}
+
+// Attempt is what an AttemptFilter is told of an attempt about to start.
+type Attempt struct {
+	Key      string
+	Revision statedb.Revision // the revision the operation is given
+	Deleted  bool
+	Attempt  int     // 1 for a change's first attempt, 2 for its first retry, ...
+	Op       Op      // OpUpdate, OpDelete, OpUpdateBatch or OpDeleteBatch
+	Why      ReadWhy // the waiting class: change, delete, refresh or retry
+}
+
 // ObserverMetrics is implemented by a ReconcilerMetrics that records what
 // observers lost (package metrics' implementations do). It is optional:
 // ReconcilerMetrics implementations that predate observers keep working.

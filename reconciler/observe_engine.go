@@ -23,11 +23,16 @@ import (
 
 // observing is a reconciler's observers and what it knows to fill events.
 type observing[Obj any] struct {
-	list   []observerEntry
-	wants  kindSet // the kinds any observer wants
-	log    *slog.Logger
-	sink   ObserverMetrics // nil when the metrics do not record observers
-	logged atomic.Bool     // the first panic was logged
+	list  []observerEntry
+	wants kindSet // the kinds any observer wants
+	// The attempt filters (observe_attempt.go): who asks, and per kind
+	// the observers (of the first 64) that want it and those after them.
+	filters []attemptAsker
+	byKind  [EventReleased + 1]obsMask
+	tail    kindSet
+	log     *slog.Logger
+	sink    ObserverMetrics // nil when the metrics do not record observers
+	logged  atomic.Bool     // the first panic was logged
 
 	priority func(Obj) int
 	target   func(Obj) string
@@ -73,6 +78,7 @@ func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetri
 			}
 		}
 		o.wants |= e.wants
+		o.add(len(o.list), ob, e.wants)
 		o.list = append(o.list, e)
 	}
 	return o
@@ -80,9 +86,13 @@ func newObserving[Obj any](cfg *Config[Obj], log *slog.Logger, m ReconcilerMetri
 
 // emit tells every observer that wants it of e (a pointer, so that the
 // event is copied once per observer, not once per call).
-func (o *observing[Obj]) emit(e *Event) {
+func (o *observing[Obj]) emit(e *Event) { o.emitTo(e, 0) }
+
+// emitTo tells e to every observer that wants its kind, but those that
+// declined its attempt (declined: their bits).
+func (o *observing[Obj]) emitTo(e *Event, declined obsMask) {
 	for i := range o.list {
-		if o.list[i].wants.has(e.Kind) {
+		if o.list[i].wants.has(e.Kind) && (i >= maskBits || declined&(1<<i) == 0) {
 			o.tell(&o.list[i], e)
 		}
 	}
@@ -157,10 +167,18 @@ func readClass[Obj any](r *request[Obj]) ReadWhy {
 }
 
 // attempt tells of an attempt on en starting on a worker, and returns the
-// time it started.
-func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) time.Time {
-	if !o.wants.has(EventStarted) {
-		return time.Now()
+// time it started (zero when no observer wants its started or finished
+// event) and the observers that declined it (AttemptFilter).
+func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) (time.Time, obsMask) {
+	var declined obsMask
+	if o.filters != nil {
+		declined = o.ask(op, en)
+	}
+	if !o.wantsOf(EventStarted, declined) {
+		if o.wantsOf(EventFinished, declined) {
+			return time.Now(), declined
+		}
+		return time.Time{}, declined
 	}
 	e := Event{Kind: EventStarted, Key: en.key, Time: time.Now(), Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
 		Attempt: en.failures + 1, Op: op, Worker: workers.ID(ctx), Why: en.class, QueuedAt: time.Unix(0, en.queuedAt)}
@@ -170,20 +188,21 @@ func (o *observing[Obj]) attempt(ctx context.Context, op Op, en *opEntry[Obj]) t
 	if o.target != nil {
 		e.Target = o.target(en.obj)
 	}
-	o.emit(&e)
-	return e.Time
+	o.emitTo(&e, declined)
+	return e.Time, declined
 }
 
 // finished tells of an attempt on en that returned err, started at start,
-// and returns when it finished (zero when nobody wants to know).
-func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time) time.Time {
-	if !o.wants.has(EventFinished) {
+// and returns when it finished (zero when nobody wants to know); declined
+// is what attempt returned.
+func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error, start time.Time, declined obsMask) time.Time {
+	if !o.wantsOf(EventFinished, declined) {
 		return time.Time{}
 	}
 	now := time.Now()
 	e := Event{Kind: EventFinished, Key: en.key, Time: now, Revision: en.rev, Deleted: op == OpDelete || op == OpDeleteBatch,
 		Attempt: en.failures + 1, Op: op, Result: res, Duration: now.Sub(start), Err: err}
-	o.emit(&e)
+	o.emitTo(&e, declined)
 	return now
 }
 
@@ -192,7 +211,7 @@ func (o *observing[Obj]) finished(op Op, en *opEntry[Obj], res Result, err error
 // committed at committedAt, which is the event's time (a clock read
 // saved on the busiest path).
 func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], committedAt time.Time) {
-	if o == nil || !o.wants.has(EventCommitted) {
+	if o == nil || !o.wantsOf(EventCommitted, v.declined) {
 		return
 	}
 	r := v.r
@@ -214,7 +233,7 @@ func (o *observing[Obj]) settled(v *verdict[Obj], w *statusWrite[Obj], committed
 	case isDeferral(v.err):
 		e.Status = StatusKindPending
 	}
-	o.emit(&e)
+	o.emitTo(&e, v.declined)
 }
 
 // failed is called once a failed attempt is retried (due) or given up on

@@ -78,8 +78,9 @@ if [ -z "$only" ] || [[ "k8s" =~ $only ]]; then
 fi
 if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
 	# The observer hook's OpenTelemetry adapter (nested otel module): noop-1m's
-	# shape off, over the API's no-op provider, never sampling, and sampling
-	# everything into memory (at
+	# shape off, over the API's no-op provider, never sampling (the SDK's
+	# sampler, and the adapter's head sampler), the head sampler taking one
+	# attempt in 100 into memory, and sampling everything into memory (at
 	# 100k objects: a million spans in memory would measure the exporter),
 	# then the isolated-change latency off and on. The modes alternate,
 	# three rounds.
@@ -89,7 +90,7 @@ if [ -z "$only" ] || [[ "otel" =~ $only ]]; then
 		# that the modes alternate.
 		for _ in 1 2 3; do
 			(cd otel && go test -run '^$' -benchtime 1x -timeout 30m \
-				-bench 'BenchmarkNoop1M/(off|otel-noop|otel-never)$|BenchmarkIsolatedChange' . &&
+				-bench 'BenchmarkNoop1M/(off|otel-noop|otel-never|otel-head-never|otel-head-1in100-memory)$|BenchmarkIsolatedChange' . &&
 				CONVERGE_NOOP_OBJECTS=100000 go test -run '^$' -benchtime 1x -bench 'BenchmarkNoop1M/otel-always' .)
 		done
 	}
