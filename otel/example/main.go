@@ -3,8 +3,10 @@
 // reconciler writes them into a directory. With --otlp-endpoint, every
 // change's trace is exported over OTLP/HTTP: the API's request span (a
 // caller's traceparent header continues the caller's trace), linked from
-// each attempt's span, with its commit span under it. Without the flag
-// nothing is exported and tracing costs nothing.
+// each attempt's span, with its commit span under it; --trace-one-in N
+// traces one attempt in N (and every attempt of a change whose request
+// was traced). Without --otlp-endpoint nothing is exported, and the
+// reconciler has no observer: tracing costs nothing.
 //
 // It lives in the otel module, not beside the files agent in the core
 // module's example/: the core module's go.mod must not require
@@ -46,22 +48,24 @@ func main() {
 	stateDir := flag.String("state-dir", "", "directory the desired files are written to (required)")
 	listen := flag.String("listen", "127.0.0.1:8080", "address of the HTTP API")
 	endpoint := flag.String("otlp-endpoint", "", "host:port of an OTLP/HTTP trace receiver (plain HTTP); empty: no tracing")
+	oneIn := flag.Int("trace-one-in", 1, "trace one attempt in this many (a change whose request was traced is traced whole)")
 	flag.Parse()
 	if *stateDir == "" {
 		fmt.Fprintln(os.Stderr, "--state-dir is required")
 		os.Exit(2)
 	}
-	if err := run(*stateDir, *listen, *endpoint); err != nil {
+	if err := run(*stateDir, *listen, *endpoint, *oneIn); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
 // run runs the agent until SIGINT or SIGTERM.
-func run(stateDir, listen, endpoint string) error {
+func run(stateDir, listen, endpoint string, oneIn int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	tp := trace.TracerProvider(otel.GetTracerProvider()) // the no-op provider: nothing is recorded
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	a := &agent{dir: stateDir, tp: otel.GetTracerProvider(), links: convergeotel.NewLinks()} // the no-op provider: nothing is recorded
 	if endpoint != "" {
 		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpoint(endpoint), otlptracehttp.WithInsecure())
 		if err != nil {
@@ -69,10 +73,12 @@ func run(stateDir, listen, endpoint string) error {
 		}
 		sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp)) // drops, never blocks, when the receiver lags
 		defer func() { _ = sdk.Shutdown(context.Background()) }()
-		tp = sdk
+		opts := convergeotel.Options{TracerProvider: sdk, Links: a.links, Reconciler: "files"}
+		if oneIn > 1 {
+			opts.Sample = convergeotel.OneIn(oneIn)
+		}
+		a.tp, a.tracer = sdk, convergeotel.New(opts)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	a := &agent{dir: stateDir, tp: tp, links: convergeotel.NewLinks()}
 	h := a.hive()
 	if err := h.Start(log, ctx); err != nil {
 		return err
@@ -89,14 +95,16 @@ func run(stateDir, listen, endpoint string) error {
 	return errors.Join(err, h.Stop(log, context.Background()))
 }
 
-// agent is the files agent: its table, reconciler and tracing.
+// agent is the files agent: its table, reconciler and tracing (tracer
+// is nil when nothing is exported).
 type agent struct {
-	dir   string
-	tp    trace.TracerProvider
-	links *convergeotel.Links
-	db    *statedb.DB
-	table statedb.RWTable[*File]
-	r     reconciler.Reconciler[*File]
+	dir    string
+	tp     trace.TracerProvider
+	tracer *convergeotel.Tracer
+	links  *convergeotel.Links
+	db     *statedb.DB
+	table  statedb.RWTable[*File]
+	r      reconciler.Reconciler[*File]
 }
 
 // hive returns the agent's hive: the table and its reconciler, traced.
@@ -120,14 +128,20 @@ func (a *agent) hive() *hive.Hive {
 					CloneObject:     (*File).clone,
 					Operations:      &dirOps{dir: a.dir},
 					Name:            "files",
-					Observers: []reconciler.Observer{
-						convergeotel.New(convergeotel.Options{TracerProvider: a.tp, Links: a.links, Reconciler: "files"}),
-					},
+					Observers:       a.observers(),
 				}, p)
 				return err
 			}),
 		),
 	)
+}
+
+// observers are the reconciler's: the tracer, when there is one.
+func (a *agent) observers() []reconciler.Observer {
+	if a.tracer == nil {
+		return nil
+	}
+	return []reconciler.Observer{a.tracer}
 }
 
 // handler is the HTTP API: PUT /files/{name} writes a desired file in the

@@ -28,7 +28,9 @@ func TestTraceFromRequestToDone(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	a := &agent{dir: t.TempDir(), tp: tp, links: convergeotel.NewLinks()}
+	links := convergeotel.NewLinks()
+	a := &agent{dir: t.TempDir(), tp: tp, links: links,
+		tracer: convergeotel.New(convergeotel.Options{TracerProvider: tp, Links: links, Reconciler: "files"})}
 	h := a.hive()
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
