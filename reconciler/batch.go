@@ -15,7 +15,7 @@ func (x *runner[Obj]) runBatch(ctx context.Context, t *task[Obj], overrun func()
 	batch := make([]BatchEntry[Obj], 0, len(t.entries))
 	in := make([]int, 0, len(t.entries)) // results[in[i]] is batch[i]'s
 	for i, en := range t.entries {
-		results[i] = result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+		results[i] = result[Obj]{op: t.op, key: en.key, row: en.row, attempt: en.attempt, rev: en.rev}
 		if x.obs != nil {
 			_, results[i].declined = x.obs.attempt(ctx, t.op, &t.entries[i])
 		}

@@ -72,7 +72,10 @@ func newCommitter[Obj comparable](r *reconciler[Obj], t *requests[Obj], status *
 // replaced, it already counted as failed at its timeout, or its key is
 // another replica's now).
 func (c *committer[Obj]) outcome(res *result[Obj], now time.Time) (outcome[Obj], bool) {
-	r := c.t.rows[res.key]
+	r := res.row // still key's row while its key is (bare resets a row it forgets)
+	if r == nil || r.key != res.key || res.key == "" {
+		r = c.t.rows[res.key]
+	}
 	switch {
 	case r == nil:
 		return outcome[Obj]{}, false

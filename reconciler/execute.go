@@ -22,6 +22,7 @@ import (
 // opEntry is one object of a task.
 type opEntry[Obj any] struct {
 	key      string
+	row      *request[Obj] // the loop's row (only the loop reads it): the result finds it without a lookup
 	obj      Obj
 	rev      statedb.Revision
 	attempt  uint64
@@ -54,6 +55,7 @@ type task[Obj any] struct {
 type result[Obj any] struct {
 	op      Op
 	key     string
+	row     *request[Obj] // the entry's row (opEntry.row)
 	attempt uint64
 	rev     statedb.Revision // the revision the operation saw
 	target  Obj              // the clone the operation was given
@@ -82,7 +84,7 @@ type runner[Obj comparable] struct {
 // or (batch) one batch of updates and one of deletes.
 func (x *runner[Obj]) tasks(buf []task[Obj], taken []*request[Obj], txn statedb.ReadTxn, batch bool) []task[Obj] {
 	entry := func(r *request[Obj]) opEntry[Obj] {
-		en := opEntry[Obj]{key: r.key, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
+		en := opEntry[Obj]{key: r.key, row: r, obj: r.obj, rev: r.rev, attempt: r.attempt, failures: r.attempts}
 		if r.tried && !r.deleted {
 			asked := r.asked // a copy: the loop may change r meanwhile
 			en.asked = &asked
@@ -139,10 +141,10 @@ func overdue[Obj any](t *task[Obj]) []result[Obj] {
 	case OpPrune:
 		out = append(out, result[Obj]{op: t.op, attempt: t.attempt, overdue: true})
 	case OpUpdate, OpDelete:
-		out = append(out, result[Obj]{op: t.op, key: t.one.key, attempt: t.one.attempt, rev: t.one.rev, overdue: true})
+		out = append(out, result[Obj]{op: t.op, key: t.one.key, row: t.one.row, attempt: t.one.attempt, rev: t.one.rev, overdue: true})
 	}
 	for _, en := range t.entries {
-		out = append(out, result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev, overdue: true})
+		out = append(out, result[Obj]{op: t.op, key: en.key, row: en.row, attempt: en.attempt, rev: en.rev, overdue: true})
 	}
 	return out
 }
@@ -189,7 +191,7 @@ func (x *runner[Obj]) prepare(en *opEntry[Obj]) (Obj, error) {
 
 func (x *runner[Obj]) runOne(ctx context.Context, t *task[Obj], overrun func()) result[Obj] {
 	en := &t.one
-	res := result[Obj]{op: t.op, key: en.key, attempt: en.attempt, rev: en.rev}
+	res := result[Obj]{op: t.op, key: en.key, row: en.row, attempt: en.attempt, rev: en.rev}
 	ctx, release, owned := x.claim(ctx, keyBytes(en.key))
 	if !owned {
 		res.notOwned = true // nothing ran

@@ -340,6 +340,11 @@ func (t *requests[Obj]) row(key string) *request[Obj] {
 	if r := t.rows[key]; r != nil {
 		return r
 	}
+	return t.newRow(key)
+}
+
+// newRow makes key's row, empty (in no state): key has none.
+func (t *requests[Obj]) newRow(key string) *request[Obj] {
 	var r *request[Obj]
 	if n := len(t.free); n > 0 {
 		r, t.free = t.free[n-1], t.free[:n-1]

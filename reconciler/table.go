@@ -18,9 +18,16 @@ import (
 // retries follow the object, not the revision. An attempt still executing
 // keeps the key busy; its result will not be wanted.
 func (t *requests[Obj]) add(key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
+	return t.addTo(t.rows[key], key, ch, st, askedAt, now)
+}
+
+// addTo is add, given key's row (nil: none), looked up already.
+func (t *requests[Obj]) addTo(r *request[Obj], key string, ch change[Obj], st Status, askedAt statedb.Revision, now time.Time) *request[Obj] {
 	t.deleted.forget(key)
 	cyclic := t.deps != nil && t.deps.isCyclic(key)
-	r := t.row(key)
+	if r == nil {
+		r = t.newRow(key)
+	}
 	var logged string
 	var loggedAt time.Time
 	if r.detail != nil {
@@ -70,8 +77,10 @@ func (t *requests[Obj]) bare(r *request[Obj], s reqState) {
 		return
 	}
 	delete(t.rows, r.key)
+	// Reset, kept or not: a result in flight that points at it sees its
+	// key gone (outcome).
+	*r = request[Obj]{gen: r.gen + 1}
 	if len(t.free) < 4096 {
-		*r = request[Obj]{gen: r.gen + 1}
 		t.free = append(t.free, r)
 	}
 	t.dirty = true
@@ -189,14 +198,21 @@ func (t *requests[Obj]) gained(key string) (statedb.Revision, bool) {
 // unset records whether key's live object is Unset. An Unset object asks
 // nothing: whatever its key had outstanding is withdrawn, and an attempt
 // still running has its result discarded.
-func (t *requests[Obj]) unset(key string, unset bool) {
-	r := t.rows[key]
+func (t *requests[Obj]) unset(key string, unset bool) { t.unsetRow(t.rows[key], key, unset) }
+
+// unsetRow is unset, given key's row (nil: none), and reports whether it
+// settled the row (no longer Unset).
+func (t *requests[Obj]) unsetRow(r *request[Obj], key string, unset bool) bool {
 	switch {
-	case unset && (r == nil || r.state != stUnset):
-		t.bare(t.row(key), stUnset)
+	case unset && r == nil:
+		t.bare(t.newRow(key), stUnset)
+	case unset && r.state != stUnset:
+		t.bare(r, stUnset)
 	case !unset && r != nil && r.state == stUnset:
 		t.settle(r)
+		return true
 	}
+	return false
 }
 
 // read decides what one change asks of this reconciler, for both loops,
@@ -242,12 +258,16 @@ func (t *requests[Obj]) readChange(ch change[Obj], own *revs.Ranges, askedAt, st
 // reconciler for work, and reports whether it queued one. st is this
 // reconciler's status in ch.obj.
 func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, startRev statedb.Revision, now time.Time) bool {
-	t.unset(key, st.Kind == StatusKindUnset)
-	r := t.rows[key]
+	r := t.rows[key] // looked up once: the busiest path of a read
+	if st.Kind == StatusKindUnset {
+		t.unsetRow(r, key, true) // withdrawn
+		return false
+	}
+	if t.unsetRow(r, key, false) {
+		r = t.rows[key] // no longer Unset: gone, or Draining while an attempt runs
+	}
 	live := r != nil && r.detail != nil && !r.deleted && r.state != stRefreshDue
 	switch {
-	case st.Kind == StatusKindUnset:
-		return false // withdrawn (unset above)
 	case st.IsPendingOrRefreshing() || !st.Kind.Valid():
 		if live && sameRequest(r.asked, st) {
 			// The request we have, seen again in a newer revision:
@@ -261,7 +281,7 @@ func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, s
 			}
 			return false
 		}
-		t.add(key, ch, st, askedAt, now)
+		t.addTo(r, key, ch, st, askedAt, now)
 		return true
 	case live && sameStatus(r.expect, st):
 		// A status write that leaves ours as we know it (our own, or
