@@ -2,6 +2,7 @@ package k8ssource_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -74,6 +75,16 @@ func TestTypedClientWithSelector(t *testing.T) {
 	if err := cached.InstallCRD(ctx, apiservertest.CRD("typed.converge.dev", "Unlabeled", "unlabeleds")); err != nil {
 		t.Fatal(err)
 	}
+	// crdState says where the labeled CRD stands in the API server, for a
+	// failure: deleting a CRD waits for the server's cleanup finalizer.
+	crdState := func() string {
+		got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), labeled.Name, metav1.GetOptions{})
+		if err != nil {
+			return "the API server: " + err.Error()
+		}
+		return fmt.Sprintf("the API server holds it: deletionTimestamp %v, finalizers %v, conditions %+v",
+			got.DeletionTimestamp, got.Finalizers, got.Status.Conditions)
+	}
 	waitRows := func(want map[string]string) {
 		t.Helper()
 		deadline := time.After(waitLimit)
@@ -90,7 +101,7 @@ func TestTypedClientWithSelector(t *testing.T) {
 			select {
 			case <-watch:
 			case <-deadline:
-				t.Fatalf("table %v, want %v", got, want)
+				t.Fatalf("table %v, want %v; %s", got, want, crdState())
 			}
 		}
 	}
