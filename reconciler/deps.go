@@ -204,6 +204,26 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 	return unmet
 }
 
+// gateAgain is gate for an update judged before with the dependencies it
+// names now (released, or taken to run): while they are all Done and it
+// is on no cycle found, it skips the cycle walk. A cycle through it that
+// closed since was closed by another key's change, whose gate found it
+// and named its members in cycles: by an object that changed (judged as
+// it is read, walking when anything names it), or, when what named it
+// was Queued or running and so waited for nothing, by that one's own
+// gate as it is taken to run, which finds the changed key not Done and
+// walks. An Update never makes an edge its object did not name when read.
+// Without it, a long chain of Done dependencies is walked at every
+// release and every dispatch: deps/one-edge's prev made quadratic.
+func (t *requests[Obj]) gateAgain(r *request[Obj]) bool {
+	if !r.deleted && !t.deps.isCyclic(r.key) {
+		if _, _, unmet := t.firstUnmet(r); !unmet {
+			return false
+		}
+	}
+	return t.gate(r)
+}
+
 // firstUnmet returns the first dependency of a Blocked update that is not
 // Done, and why.
 func (t *requests[Obj]) firstUnmet(r *request[Obj]) (string, string, bool) {
@@ -239,7 +259,12 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 // regate judges r, Blocked or given up on for a cycle, again: Queued, or
 // Blocked on what is still missing. Observers are told of a release.
 func (t *requests[Obj]) regate(r *request[Obj], errMsg string, now time.Time) {
-	s := t.queuedState(r)
+	t.rejudge(r, t.queuedState(r), errMsg, now)
+}
+
+// rejudge moves r, Blocked or given up on for a cycle, to s, as its gate
+// said. Observers are told of a release.
+func (t *requests[Obj]) rejudge(r *request[Obj], s reqState, errMsg string, now time.Time) {
 	if r.state == stBlocked && s != stBlocked {
 		t.obs.released(r) // before it is ready
 	}
@@ -292,8 +317,8 @@ func (t *requests[Obj]) release(key string, now time.Time) {
 	delete(g.waiting, key)
 	var held []depWaiter[Obj]
 	for _, w := range list {
-		if w.valid() {
-			t.regate(w.r, w.r.err, now)
+		if r := w.r; w.valid() {
+			t.rejudge(r, t.stateIf(r, t.gateAgain(r)), r.err, now)
 		} else if w.names() {
 			held = append(held, w)
 		}

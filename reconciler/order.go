@@ -298,7 +298,7 @@ func (cfg Config[Obj]) validateOrder(bad func(string) error) error {
 func takeReady[Obj any](t *requests[Obj], buf []*request[Obj], n int, now time.Time) []*request[Obj] {
 	buf = buf[:0]
 	start := func(r *request[Obj]) {
-		if t.deps != nil && t.gate(r) {
+		if t.deps != nil && t.gateAgain(r) {
 			// A dependency changed since r was queued: it waits again.
 			if t.order != nil {
 				t.order.release(r) // popped: its target counted it

@@ -56,7 +56,13 @@ func (t *requests[Obj]) addTo(r *request[Obj], key string, ch change[Obj], st St
 // delete, for its dependents), or Busy while an attempt on r's key still
 // runs.
 func (t *requests[Obj]) queuedState(r *request[Obj]) reqState {
-	if t.deps != nil && t.gate(r) {
+	return t.stateIf(r, t.deps != nil && t.gate(r))
+}
+
+// stateIf is Blocked when blocked, else Queued, or Busy while an attempt
+// on r's key still runs.
+func (t *requests[Obj]) stateIf(r *request[Obj], blocked bool) reqState {
+	if blocked {
 		return stBlocked
 	}
 	if r.running != 0 {
