@@ -51,8 +51,14 @@ type depGraph[Obj any] struct {
 	// why not): a dependency many keys name is looked up once a step.
 	looked map[string]string
 
-	applied    map[string]*appliedKey
-	waiting    map[string][]depWaiter[Obj]
+	applied map[string]*appliedKey
+	waiting map[string][]depWaiter[Obj]
+	// staled counts the rows that left Blocked since waiting was last
+	// swept (sweepWaiting).
+	staled int
+	// waitPeak is waiting's largest size since it was last made anew
+	// (shrink.go).
+	waitPeak   int
 	delWaiting map[string]*request[Obj]
 	cycles     map[string]depCycle
 	// cyclic are the Blocked rows found on a cycle, whose Error is to be
@@ -283,14 +289,42 @@ func (t *requests[Obj]) register(w depWaiter[Obj]) {
 		}
 		g.waiting[d] = list
 	}
+	g.waitPeak = max(g.waitPeak, len(g.waiting))
 }
 
 // unblock forgets r, leaving Blocked (its list entries go stale).
 func (t *requests[Obj]) unblock(r *request[Obj]) {
-	t.deps.heaps.remove(r)
-	if r.deleted && t.deps.delWaiting[r.key] == r {
-		delete(t.deps.delWaiting, r.key)
+	g := t.deps
+	g.heaps.remove(r)
+	switch {
+	case r.deleted:
+		if g.delWaiting[r.key] == r {
+			delete(g.delWaiting, r.key)
+		}
+	default:
+		// Its entries in the lists of what it names go stale; those of a
+		// key that never comes would stay for ever (sweepWaiting).
+		if g.staled++; g.staled >= 1024 && 2*g.staled >= len(g.waiting) {
+			g.sweepWaiting()
+		}
 	}
+}
+
+// sweepWaiting drops the stale entries of every waiting list, and the
+// lists left empty: once the rows that left Blocked since the last sweep
+// number half the lists (and at least 1024), so that its cost, which
+// follows the lists, is paid once per as many unblocks. Without it, the
+// entry of a row Blocked on a key that never comes, changed or deleted
+// since, stays for ever.
+func (g *depGraph[Obj]) sweepWaiting() {
+	for k, list := range g.waiting {
+		if list = compactWaiters(list); len(list) == 0 {
+			delete(g.waiting, k)
+		} else {
+			g.waiting[k] = list
+		}
+	}
+	g.staled = 0
 }
 
 func compactWaiters[Obj any](list []depWaiter[Obj]) []depWaiter[Obj] {

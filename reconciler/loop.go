@@ -142,6 +142,7 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
 	if committed || pulled || dispatched || l.t.dirty || l.status.Dirty {
 		l.report(now, ts)
 	}
+	l.t.shrink()
 }
 
 // commit lands the status writes the committer handed back, then, when

@@ -156,7 +156,8 @@ type readyEntry[Obj any] struct {
 
 // requests is the table.
 type requests[Obj any] struct {
-	rows map[string]*request[Obj]
+	rows     map[string]*request[Obj]
+	rowsPeak int // rows' largest size since it was last made anew (shrink.go)
 
 	active []*request[Obj] // Queued, Busy, Running and Committing rows
 	marks  []activeMark
@@ -353,6 +354,7 @@ func (t *requests[Obj]) newRow(key string) *request[Obj] {
 	}
 	r.key, r.state = key, reqStateCount
 	t.rows[key] = r
+	t.rowsPeak = max(t.rowsPeak, len(t.rows))
 	return r
 }
 
