@@ -11,7 +11,9 @@ import (
 // another replica taking the key, ends it (depGone). A key's Delete waits
 // while an applied object names it (users); the last one to stop naming
 // it releases that Delete (dropUser). What was in the table as the run
-// began counts as applied (seed).
+// began counts as applied (seed). The common edge, an object naming one
+// dependency, is one entry of two strings (named); an object naming
+// several has a list (namedAll).
 
 // depSettled records that key's operation succeeded: its Update of an
 // object naming deps, or its Delete.
@@ -32,33 +34,42 @@ func (t *requests[Obj]) depSettled(key string, deps []string, deleted bool, now 
 // Delete of key does.
 func (t *requests[Obj]) depApply(key string, deps []string) {
 	g := t.deps
-	a := g.node(key)
+	cur := g.appliedDeps(key)
+	switch {
+	case len(deps) == 0 || len(cur) == len(deps) && containsAll(cur, deps):
+		return // what it names is applied already: the common retry
+	case len(cur) == 0 && len(deps) == 1:
+		g.users[deps[0]]++ // the common first attempt
+		g.setApplied(key, deps)
+		return
+	}
+	union := slices.Clone(cur) // cur may be g.one
 	for _, d := range deps {
-		if !slices.Contains(a.deps, d) {
-			g.node(d).users++
-			a.deps = append(a.deps, d)
+		if !slices.Contains(union, d) {
+			g.users[d]++
+			union = append(union, d)
 		}
 	}
+	g.setApplied(key, union)
 }
 
 // narrow records that key's Update of an object naming deps succeeded:
 // the target holds it, and only deps are named by key from now on.
 func (t *requests[Obj]) narrow(key string, deps []string, now time.Time) {
-	a := t.deps.applied[key]
-	if a == nil {
-		return
+	g := t.deps
+	cur := g.appliedDeps(key)
+	if len(cur) == 0 || containsAll(deps, cur) {
+		return // names nothing more than deps: the common success
 	}
-	var gone []string
-	kept := a.deps[:0]
-	for _, d := range a.deps {
+	var kept, gone []string
+	for _, d := range cur {
 		if slices.Contains(deps, d) {
 			kept = append(kept, d)
 		} else {
 			gone = append(gone, d)
 		}
 	}
-	clear(a.deps[len(kept):])
-	a.deps = kept
+	g.setApplied(key, kept)
 	for _, d := range gone {
 		t.dropUser(d, now)
 	}
@@ -75,16 +86,10 @@ func (t *requests[Obj]) depDone(key string, now time.Time) {
 // succeeded, a Prune removed it, or another replica owns it now).
 func (t *requests[Obj]) depGone(key string, now time.Time) {
 	g := t.deps
-	a := g.applied[key]
-	if a == nil {
-		return
-	}
-	for _, d := range a.deps {
+	gone := slices.Clone(g.appliedDeps(key)) // dropUser may use g.one
+	g.setApplied(key, nil)
+	for _, d := range gone {
 		t.dropUser(d, now)
-	}
-	a.deps = nil
-	if a.users == 0 {
-		delete(g.applied, key)
 	}
 }
 
@@ -92,28 +97,60 @@ func (t *requests[Obj]) depGone(key string, now time.Time) {
 // key's Blocked delete is released.
 func (t *requests[Obj]) dropUser(key string, now time.Time) {
 	g := t.deps
-	a := g.applied[key]
-	if a == nil {
+	n, ok := g.users[key]
+	switch {
+	case !ok:
+		return
+	case n > 1:
+		g.users[key] = n - 1
 		return
 	}
-	if a.users--; a.users > 0 {
-		return
-	}
-	if len(a.deps) == 0 {
-		delete(g.applied, key)
-	}
+	delete(g.users, key)
 	if r := g.delWaiting[key]; r != nil && r.state == stBlocked {
 		t.regate(r, r.err, now)
 	}
 }
 
-func (g *depGraph[Obj]) node(key string) *appliedKey {
-	a := g.applied[key]
-	if a == nil {
-		a = &appliedKey{}
-		g.applied[string([]byte(key))] = a // a copy: key may view an object's bytes
+// appliedDeps returns what key's applied object names (nil: nothing). A
+// single dependency comes back in g.one: good until the next call.
+func (g *depGraph[Obj]) appliedDeps(key string) []string {
+	if d, ok := g.named[key]; ok {
+		g.one[0] = d
+		return g.one[:]
 	}
-	return a
+	return g.namedAll[key]
+}
+
+// setApplied records that key's applied object names deps (nil: nothing),
+// which the graph keeps: the caller does not keep them.
+func (g *depGraph[Obj]) setApplied(key string, deps []string) {
+	_, one := g.named[key]
+	_, all := g.namedAll[key]
+	if one && len(deps) != 1 {
+		delete(g.named, key)
+	}
+	if all && len(deps) < 2 {
+		delete(g.namedAll, key)
+	}
+	if len(deps) > 0 {
+		key = string([]byte(key)) // a copy: key may view an object's bytes, and an assignment keeps the key it is given
+	}
+	switch {
+	case len(deps) == 1:
+		g.named[key] = deps[0]
+	case len(deps) > 1:
+		g.namedAll[key] = deps
+	}
+}
+
+// containsAll reports whether every key of sub is in set.
+func containsAll(set, sub []string) bool {
+	for _, k := range sub {
+		if !slices.Contains(set, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // seed records obj, in the table when the run began, as applied: it is

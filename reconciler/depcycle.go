@@ -25,7 +25,7 @@ import (
 // forest read in order walks from each key down its dependencies, not the
 // graph.
 func (t *requests[Obj]) cycleThrough(key string, deps []string) []string {
-	if a := t.deps.applied[key]; (a == nil || a.users == 0) && !t.hasWaiters(key) &&
+	if t.deps.users[key] == 0 && !t.hasWaiters(key) &&
 		!slices.ContainsFunc(deps, t.cycleHeld) && !t.deps.isCyclic(key) {
 		return nil
 	}
@@ -40,8 +40,8 @@ func (t *requests[Obj]) edges(key string) ([]string, bool) {
 		}
 		return t.deps.depsOfRow(r), true
 	}
-	if a := t.deps.applied[key]; a != nil && len(a.deps) > 0 {
-		return a.deps, true
+	if deps := t.deps.appliedDeps(key); len(deps) > 0 {
+		return deps, true
 	}
 	return nil, false
 }

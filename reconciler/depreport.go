@@ -65,7 +65,7 @@ func (t *requests[Obj]) blockedWhy(key string) string {
 	if r.deleted {
 		users := t.usersOf(key, 3)
 		return fmt.Sprintf("its Delete waits for %d object(s) that depend on it to be deleted from the target: %s",
-			t.deps.applied[key].users, strings.Join(users, ", "))
+			t.deps.users[key], strings.Join(users, ", "))
 	}
 	if d, why, ok := t.firstUnmet(r); ok {
 		return fmt.Sprintf("blocked on %s: %s", printableKey(d), why)
@@ -81,8 +81,13 @@ func (t *requests[Obj]) blockedWhy(key string) string {
 // cost, not the loop's.
 func (t *requests[Obj]) usersOf(key string, n int) []string {
 	var users []string
-	for k, a := range t.deps.applied {
-		if slices.Contains(a.deps, key) {
+	for k, d := range t.deps.named {
+		if d == key {
+			users = append(users, k)
+		}
+	}
+	for k, deps := range t.deps.namedAll {
+		if slices.Contains(deps, key) {
 			users = append(users, k)
 		}
 	}

@@ -51,8 +51,14 @@ type depGraph[Obj any] struct {
 	// why not): a dependency many keys name is looked up once a step.
 	looked map[string]string
 
-	applied map[string]*appliedKey
-	waiting map[string][]depWaiter[Obj]
+	// named and namedAll are what each applied key's object names (one
+	// dependency, or several), users how many applied keys name each
+	// key (depapplied.go); one is appliedDeps' answer for one.
+	named    map[string]string
+	namedAll map[string][]string
+	users    map[string]int32
+	one      [1]string
+	waiting  map[string][]depWaiter[Obj]
 	// staled counts the rows that left Blocked since waiting was last
 	// swept (sweepWaiting).
 	staled int
@@ -75,13 +81,6 @@ type depGraph[Obj any] struct {
 	stack  []string
 }
 
-// appliedKey is what the graph keeps of a key whose object is applied, or
-// is named by one that is.
-type appliedKey struct {
-	deps  []string // its dependencies as last reconciled
-	users int32    // applied objects that name it
-}
-
 // depWaiter is a Blocked row as it was when blocked.
 type depWaiter[Obj any] struct {
 	r     *request[Obj]
@@ -98,7 +97,8 @@ func (w depWaiter[Obj]) names() bool {
 }
 
 func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
-	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, applied: map[string]*appliedKey{}, looked: map[string]string{},
+	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, named: map[string]string{}, namedAll: map[string][]string{},
+		users: map[string]int32{}, looked: map[string]string{},
 		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string]depCycle{}}
 	g.heaps.init()
 	return g
@@ -194,8 +194,7 @@ func stateWord(s reqState) string {
 func (t *requests[Obj]) gate(r *request[Obj]) bool {
 	g := t.deps
 	if r.deleted {
-		a := g.applied[r.key]
-		return a != nil && a.users > 0
+		return g.users[r.key] > 0
 	}
 	deps := g.depsOfRow(r)
 	if slices.Contains(deps, r.key) {
