@@ -24,40 +24,23 @@ func TestDepsLongBlockedKeyKeepsNoGarbage(t *testing.T) {
 	// rows by age was trimmed only at its head, which the stuck key held.)
 	const warmup, cycles = 2000, 10000
 	growth := func(stuck bool) float64 {
-		var perCycle float64
-		inBubble(t, withDeps, func(f *fixture, ops *timedOps) {
-			tg := f.target("")
+		return heapGrowth(t, warmup, cycles, func(f *fixture) {
 			if stuck {
 				insert(t, f, pendingObject("stuck", "v>missing"))
 				synctest.Wait()
 			}
-			cycle := func(i int) {
-				dep, dependent := fmt.Sprintf("d%d", i), fmt.Sprintf("x%d", i)
-				// The dependent first: it is read first, and Blocked.
-				insert(t, f, pendingObject(dependent, "v>"+dep), pendingObject(dep, "d"))
-				synctest.Wait()
-				deleteKeys(t, f, dependent, dep)
-				synctest.Wait()
-				tg.ClearHistory()
-				ops.mu.Lock()
-				ops.at = ops.at[:0]
-				ops.mu.Unlock()
-			}
-			for i := range warmup {
-				cycle(i)
-			}
-			before := liveHeapBytes()
-			for i := range cycles {
-				cycle(warmup + i)
-			}
-			perCycle = float64(int64(liveHeapBytes())-int64(before)) / cycles
-			if stuck {
-				if e := explainKey(t, f, "stuck"); e.State != reconciler.KeyBlocked {
-					t.Fatalf("the stuck key is %s, want Blocked", e.State)
-				}
+		}, func(f *fixture, i int) {
+			dep, dependent := fmt.Sprintf("d%d", i), fmt.Sprintf("x%d", i)
+			// The dependent first: it is read first, and Blocked.
+			insert(t, f, pendingObject(dependent, "v>"+dep), pendingObject(dep, "d"))
+			synctest.Wait()
+			deleteKeys(t, f, dependent, dep)
+			synctest.Wait()
+		}, func(f *fixture) {
+			if e := explainKey(t, f, "stuck"); stuck && e.State != reconciler.KeyBlocked {
+				t.Fatalf("the stuck key is %s, want Blocked", e.State)
 			}
 		})
-		return perCycle
 	}
 	without, with := growth(false), growth(true)
 	t.Logf("live heap growth per cycle: %.1f bytes without a long-blocked key, %.1f with one", without, with)
@@ -65,6 +48,35 @@ func TestDepsLongBlockedKeyKeepsNoGarbage(t *testing.T) {
 		t.Errorf("with one key Blocked for good, the heap grows %.1f bytes more per block-and-release cycle (%.1f against %.1f): "+
 			"something kept for each released key is never let go", with-without, with, without)
 	}
+}
+
+// heapGrowth returns how much the live heap grows per cycle, in a bubble
+// with dependencies: after setup, cycle runs warmup times, then cycles
+// times, measured; after looks at the end. The target's history and the
+// operations' record are dropped after each cycle: they are the test's.
+func heapGrowth(t *testing.T, warmup, cycles int, setup func(*fixture), cycle func(*fixture, int), after func(*fixture)) float64 {
+	var perCycle float64
+	inBubble(t, withDeps, func(f *fixture, ops *timedOps) {
+		tg := f.target("")
+		setup(f)
+		run := func(i int) {
+			cycle(f, i)
+			tg.ClearHistory()
+			ops.mu.Lock()
+			ops.at = ops.at[:0]
+			ops.mu.Unlock()
+		}
+		for i := range warmup {
+			run(i)
+		}
+		before := liveHeapBytes()
+		for i := range cycles {
+			run(warmup + i)
+		}
+		perCycle = float64(int64(liveHeapBytes())-int64(before)) / float64(cycles)
+		after(f)
+	})
+	return perCycle
 }
 
 func liveHeapBytes() uint64 {

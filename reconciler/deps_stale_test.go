@@ -20,38 +20,19 @@ func TestDepsDeletedWaiterKeepsNothing(t *testing.T) {
 	}
 	const warmup, cycles = 2000, 10000
 	growth := func(blocked bool) float64 {
-		var perCycle float64
-		inBubble(t, withDeps, func(f *fixture, ops *timedOps) {
-			tg := f.target("")
-			cycle := func(i int) {
-				key, value := fmt.Sprintf("x%d", i), "v"
-				if blocked {
-					value = fmt.Sprintf("v>missing%d", i)
-				}
-				insert(t, f, pendingObject(key, value))
-				synctest.Wait()
-				if blocked {
-					if e := explainKey(t, f, key); e.State != reconciler.KeyBlocked {
-						t.Fatalf("%s is %s, want Blocked", key, e.State)
-					}
-				}
-				deleteKeys(t, f, key)
-				synctest.Wait()
-				tg.ClearHistory()
-				ops.mu.Lock()
-				ops.at = ops.at[:0]
-				ops.mu.Unlock()
+		return heapGrowth(t, warmup, cycles, func(*fixture) {}, func(f *fixture, i int) {
+			key, value := fmt.Sprintf("x%d", i), "v"
+			if blocked {
+				value = fmt.Sprintf("v>missing%d", i)
 			}
-			for i := range warmup {
-				cycle(i)
+			insert(t, f, pendingObject(key, value))
+			synctest.Wait()
+			if e := explainKey(t, f, key); blocked && e.State != reconciler.KeyBlocked {
+				t.Fatalf("%s is %s, want Blocked", key, e.State)
 			}
-			before := liveHeapBytes()
-			for i := range cycles {
-				cycle(warmup + i)
-			}
-			perCycle = float64(int64(liveHeapBytes())-int64(before)) / cycles
-		})
-		return perCycle
+			deleteKeys(t, f, key)
+			synctest.Wait()
+		}, func(*fixture) {})
 	}
 	without, with := growth(false), growth(true)
 	t.Logf("live heap growth per object: %.1f bytes with no dependency, %.1f Blocked on a key that never comes", without, with)
