@@ -1,5 +1,7 @@
 package reconciler
 
+import "slices"
+
 // The other keys a found cycle shows to be on one. The walk that finds a
 // cycle as key is judged (cycleThrough) stops at the first; the edges
 // key's object names may close others through key whose members that one
@@ -78,7 +80,7 @@ func (t *requests[Obj]) sccCycles(key string, found []string) []memberCycle {
 	}
 	var cycles []memberCycle
 	for _, m := range comp[1:] {
-		if !containsKey(found, m) {
+		if !slices.Contains(found, m) {
 			cycles = append(cycles, memberCycle{m, joinCycle(m, key, next, back[m], fwd[m])})
 		}
 	}
@@ -100,13 +102,4 @@ func joinCycle(m, key string, next map[string]string, steps int, w way) depCycle
 		c.keys = append(c.keys, k)
 	}
 	return c
-}
-
-func containsKey(keys []string, k string) bool {
-	for _, x := range keys {
-		if x == k {
-			return true
-		}
-	}
-	return false
 }
