@@ -272,6 +272,18 @@ type Config[Obj any] struct {
 	// nothing is gated, at no cost. See docs/dependencies.md.
 	DependsOn func(obj Obj) []index.Key
 
+	// Requires names rows of other tables that an object needs before its
+	// Update may start, made with Requires: a route its device in a
+	// devices table that no reconciler of ours writes, present and up.
+	// They gate as DependsOn does (Blocked, never a failure; Explain says
+	// which row is missing), and a key is released in the step that reads
+	// the change that brings its last row: the loop reads each table's
+	// changes, woken by its watch channel, not by polling. A row only
+	// gates, and a Delete never waits for another table. Per-object
+	// Operations only. Without it (nil) nothing is read. See
+	// docs/dependencies.md.
+	Requires []Requirement[Obj]
+
 	// Observers are told what happens to each request: read, ready,
 	// started, finished, committed, failed, given up (see Observer and
 	// Event). They are called synchronously and must return at once; a

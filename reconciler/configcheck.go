@@ -91,6 +91,8 @@ func (cfg Config[Obj]) validateShape() error {
 		return cfg.validateOrder(bad)
 	case cfg.BatchOperations != nil:
 		return bad("Config.BatchOperations cannot be used with Config.SyncOperations")
+	case cfg.Requires != nil:
+		return bad("Config.Requires does not apply with Config.SyncOperations: one Sync takes the whole set at once")
 	case cfg.ordered() || cfg.MaxWait != 0 || cfg.TargetConcurrency != 0:
 		return bad("Config.Priority, Config.FairnessKey, Config.TargetKey, Config.MaxWait and Config.TargetConcurrency " +
 			"do not apply with Config.SyncOperations: one Sync takes the whole set at once")
@@ -134,6 +136,9 @@ func (cfg Config[Obj]) validate() error {
 	if err := validObservers(cfg.Observers); err != nil {
 		return err
 	}
+	if err := cfg.validateRequires(); err != nil {
+		return err
+	}
 	return cfg.validateDurations(bad)
 }
 
@@ -154,6 +159,25 @@ func (cfg Config[Obj]) validateDurations(bad func(format string, args ...any) er
 		return bad("Config.InitialPruneDelay must be positive or Off, got %s", cfg.InitialPruneDelay)
 	case cfg.RefreshInterval < 0 && cfg.RefreshInterval != Off:
 		return bad("Config.RefreshInterval must be positive or Off, got %s", cfg.RefreshInterval)
+	}
+	return nil
+}
+
+// validateRequires checks Config.Requires: each made by Requires, on a
+// table of its own that can be looked up by key.
+func (cfg Config[Obj]) validateRequires() error {
+	for i, q := range cfg.Requires {
+		if q == nil {
+			return fmt.Errorf("%w: Config.Requires[%d] is nil", ErrInvalidConfig, i)
+		}
+		n := q.needOf()
+		if err := n.check(); err != nil {
+			return err
+		}
+		if n.name() == cfg.Table.Name() {
+			return fmt.Errorf("%w: Config.Requires[%d] names the reconciler's own table %s: use Config.DependsOn",
+				ErrInvalidConfig, i, n.name())
+		}
 	}
 	return nil
 }

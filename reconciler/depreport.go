@@ -70,6 +70,9 @@ func (t *requests[Obj]) blockedWhy(key string) string {
 	if d, why, ok := t.firstUnmet(r); ok {
 		return fmt.Sprintf("blocked on %s: %s", printableKey(d), why)
 	}
+	if nk, why, ok := t.deps.needUnmet(r); ok {
+		return fmt.Sprintf("blocked on %s: %s", t.deps.describeNeed(nk), why)
+	}
 	if t.deps.isCyclic(key) {
 		return "on a dependency cycle: its Error is being written"
 	}

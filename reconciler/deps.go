@@ -79,6 +79,8 @@ type depGraph[Obj any] struct {
 	// parent and stack are the cycle walk's, kept between walks.
 	parent map[string]string
 	stack  []string
+	// needs are Config.Requires (depneeds.go).
+	needs needs[Obj]
 }
 
 // depWaiter is a Blocked row as it was when blocked.
@@ -96,12 +98,29 @@ func (w depWaiter[Obj]) names() bool {
 	return w.r.gen == w.gen && (w.r.state == stBlocked || w.r.state == stHeld && w.r.why == whyCycle)
 }
 
-func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
+func newDepGraph[Obj any](dependsOn func(Obj) []index.Key, required []need[Obj], get func(statedb.ReadTxn, string) (Obj, bool), newTxn func() statedb.ReadTxn) *depGraph[Obj] {
 	g := &depGraph[Obj]{dependsOn: dependsOn, get: get, newTxn: newTxn, named: map[string]string{}, namedAll: map[string][]string{},
 		users: map[string]int32{}, looked: map[string]string{},
-		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string]depCycle{}}
+		waiting: map[string][]depWaiter[Obj]{}, delWaiting: map[string]*request[Obj]{}, cycles: map[string]depCycle{},
+		needs: needs[Obj]{list: required, waiting: map[needKey][]depWaiter[Obj]{}, looked: map[needKey]string{}}}
 	g.heaps.init()
 	return g
+}
+
+// depGraphOf returns the dependency graph r's Config asks for: nil
+// without DependsOn and Requires.
+func depGraphOf[Obj comparable](r *reconciler[Obj]) *depGraph[Obj] {
+	if r.cfg.DependsOn == nil && len(r.cfg.Requires) == 0 {
+		return nil
+	}
+	required := make([]need[Obj], len(r.cfg.Requires))
+	for i, q := range r.cfg.Requires {
+		required[i] = q.needOf()
+	}
+	return newDepGraph(r.cfg.DependsOn, required, func(txn statedb.ReadTxn, key string) (Obj, bool) {
+		obj, _, found := r.getByKey(txn, key)
+		return obj, found
+	}, r.db.ReadTxn)
 }
 
 // lookup returns the table's object with key.
@@ -118,11 +137,15 @@ func (g *depGraph[Obj]) fresh() {
 	if g != nil && g.txn != nil {
 		g.txn = nil
 		clear(g.looked)
+		clear(g.needs.looked)
 	}
 }
 
 // depsOf returns obj's dependencies as request table keys.
 func (g *depGraph[Obj]) depsOf(obj Obj) []string {
+	if g.dependsOn == nil {
+		return nil // Config.Requires alone
+	}
 	keys := g.dependsOn(obj)
 	out := make([]string, len(keys))
 	for i, k := range keys {
@@ -205,8 +228,17 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 		t.onCycle(r, cycle)
 		return true
 	}
-	_, _, unmet := t.firstUnmet(r)
-	return unmet
+	return t.unmet(r)
+}
+
+// unmet reports whether r's update waits: for a dependency not Done, or
+// for a row of another table it requires.
+func (t *requests[Obj]) unmet(r *request[Obj]) bool {
+	if _, _, ok := t.firstUnmet(r); ok {
+		return true
+	}
+	_, _, ok := t.deps.needUnmet(r)
+	return ok
 }
 
 // gateAgain is gate for an update judged before with the dependencies it
@@ -221,10 +253,8 @@ func (t *requests[Obj]) gate(r *request[Obj]) bool {
 // Without it, a long chain of Done dependencies is walked at every
 // release and every dispatch: deps/one-edge's prev made quadratic.
 func (t *requests[Obj]) gateAgain(r *request[Obj]) bool {
-	if !r.deleted && !t.deps.isCyclic(r.key) {
-		if _, _, unmet := t.firstUnmet(r); !unmet {
-			return false
-		}
+	if !r.deleted && !t.deps.isCyclic(r.key) && !t.unmet(r) {
+		return false
 	}
 	return t.gate(r)
 }
@@ -259,6 +289,7 @@ func (t *requests[Obj]) block(r *request[Obj], now time.Time) {
 		return
 	}
 	t.register(w)
+	g.registerNeeds(w)
 }
 
 // regate judges r, Blocked or given up on for a cycle, again: Queued, or
@@ -303,7 +334,7 @@ func (t *requests[Obj]) unblock(r *request[Obj]) {
 	default:
 		// Its entries in the lists of what it names go stale; those of a
 		// key that never comes would stay for ever (sweepWaiting).
-		if g.staled++; g.staled >= 1024 && 2*g.staled >= len(g.waiting) {
+		if g.staled++; g.staled >= 1024 && 2*g.staled >= len(g.waiting)+len(g.needs.waiting) {
 			g.sweepWaiting()
 		}
 	}
@@ -316,14 +347,21 @@ func (t *requests[Obj]) unblock(r *request[Obj]) {
 // entry of a row Blocked on a key that never comes, changed or deleted
 // since, stays for ever.
 func (g *depGraph[Obj]) sweepWaiting() {
-	for k, list := range g.waiting {
+	sweepLists(g.waiting)
+	sweepLists(g.needs.waiting)
+	g.staled = 0
+}
+
+// sweepLists drops the stale entries of each list, and the lists left
+// empty.
+func sweepLists[K comparable, Obj any](lists map[K][]depWaiter[Obj]) {
+	for k, list := range lists {
 		if list = compactWaiters(list); len(list) == 0 {
-			delete(g.waiting, k)
+			delete(lists, k)
 		} else {
-			g.waiting[k] = list
+			lists[k] = list
 		}
 	}
-	g.staled = 0
 }
 
 func compactWaiters[Obj any](list []depWaiter[Obj]) []depWaiter[Obj] {

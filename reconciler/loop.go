@@ -85,12 +85,7 @@ func newLoop[Obj comparable](r *reconciler[Obj], hc cell.Health) *loop[Obj] {
 	if r.cfg.Ownership != nil {
 		l.t.owns = r.ownsKey
 	}
-	if r.cfg.DependsOn != nil {
-		l.t.deps = newDepGraph(r.cfg.DependsOn, func(txn statedb.ReadTxn, key string) (Obj, bool) {
-			obj, _, found := r.getByKey(txn, key)
-			return obj, found
-		}, r.db.ReadTxn)
-	}
+	l.t.deps = depGraphOf(r)
 	l.t.obs = r.obs
 	return l
 }
@@ -101,6 +96,9 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		l.ownChanged = l.cfg.Ownership.Changed()
 	}
 	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
+		return err
+	}
+	if err := l.t.deps.openNeeds(func(n need[Obj]) (needFeed, error) { return n.open(l.db) }); err != nil {
 		return err
 	}
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
@@ -119,6 +117,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 			t.Close()
 		}
 		l.changes.Close()
+		l.t.deps.closeNeeds()
 		l.reportSig.reported()
 	}()
 	for ctx.Err() == nil {
@@ -134,6 +133,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 // step does what the loop can do now, in order.
 func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
 	l.t.deps.fresh()
+	l.t.pullNeeds(now)
 	committed := l.commit(ctx, now, ts)
 	l.full.step(ctx, now, &l.feed, &ts.full)
 	pulled := l.stepRound(now, ts)
@@ -332,6 +332,8 @@ func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
 		l.ownChanged = l.cfg.Ownership.Changed() // before looking: a change meanwhile closes this one
 		l.t.reown(l.cfg.Table.All(l.db.ReadTxn()), time.Now())
 	case <-changesCh:
+	case <-l.t.deps.needsWake():
+		l.t.deps.needsWoke()
 	case <-initCh:
 		l.initialized = true
 	case <-l.triggerFull:

@@ -51,7 +51,7 @@ type Gauges struct {
 	Waiting  int // objects picked up whose result is not committed yet
 	InFlight int // operations running now (a batch counts once): at most Concurrency, not those past OperationTimeout
 	Retries  int // objects in the retry queue
-	Blocked  int // objects waiting for their dependencies (Config.DependsOn), or a Delete for its dependents
+	Blocked  int // objects waiting for their dependencies (Config.DependsOn, Config.Requires), or a Delete for its dependents
 
 	// OldestWaiting is how long the longest-waiting picked-up object has
 	// waited for its result to be committed (zero when none waits).

@@ -163,7 +163,7 @@ func progressOf[Obj any](t *requests[Obj], v tableView[Obj]) progressValues {
 		case o.state == stRetrying:
 			what = "waiting for a retry"
 		case o.state == stBlocked:
-			what = "blocked on a dependency (Config.DependsOn)"
+			what = "blocked on a dependency (Config.DependsOn or Config.Requires)"
 		case o.state == stRunning:
 			what = "in flight"
 		case o.state == stCommitting:

@@ -130,9 +130,11 @@ type detail[Obj any] struct {
 	attempt, writing, taskSeq uint64
 	loggedErr                 string // the failure last logged, and when
 	loggedAt                  time.Time
-	// deps are obj's dependencies (Config.DependsOn), asked once per
-	// object read: nil until asked (depsOfRow).
-	deps []string
+	// deps are obj's dependencies (Config.DependsOn), needs the rows of
+	// other tables it requires (Config.Requires), each asked once per
+	// object read: nil until asked (depsOfRow, needsOfRow).
+	deps  []string
+	needs []needKey
 	// Positions in the retry heaps (an ordered Queued row: in the
 	// ordering's heaps, order.go), the refresh heap, active and
 	// failingRows.

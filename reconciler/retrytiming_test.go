@@ -41,6 +41,12 @@ func (o *timedOps) attempts() []time.Duration {
 // (f.reconciler(cfg.Name) returns it), inside a synctest bubble: time only passes when everything is blocked, so
 // delays are checked exactly and the test takes no wall-clock time.
 func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn func(f *fixture, ops *timedOps)) {
+	inBubbleWith(t, func(_ *fixture, cfg *reconciler.Config[*testObject]) { modify(cfg) }, fn)
+}
+
+// inBubbleWith is inBubble with a modify that sees the started fixture
+// (its database: another table a Config names).
+func inBubbleWith(t *testing.T, modify func(*fixture, *reconciler.Config[*testObject]), fn func(f *fixture, ops *timedOps)) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture(t)
 		if err := f.hive.Start(f.log, context.Background()); err != nil {
@@ -62,7 +68,7 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 			FullReconciliationInterval: reconciler.Off,
 			RefreshInterval:            reconciler.Off,
 		})
-		modify(&cfg)
+		modify(f, &cfg)
 		r, err := reconciler.New(cfg, f.params)
 		if err != nil {
 			t.Fatal(err)

@@ -52,6 +52,12 @@ func (t *requests[Obj]) addTo(r *request[Obj], key string, ch change[Obj], st St
 	return r
 }
 
+// reread follows r's object to ch, the same request at a newer revision:
+// what it names is asked again.
+func (d *detail[Obj]) reread(ch change[Obj]) {
+	d.obj, d.rev, d.deps, d.needs = ch.obj, ch.rev, nil, nil
+}
+
 // queuedState is Queued, Blocked while r waits for a dependency (or, a
 // delete, for its dependents), or Busy while an attempt on r's key still
 // runs.
@@ -175,7 +181,7 @@ func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, s
 			// another writer putting back a copy of the object from
 			// before our last status write. The result is written over
 			// what asked again.
-			r.obj, r.rev, r.deps = ch.obj, ch.rev, nil
+			r.reread(ch)
 			if !sameStatus(r.expect, st) {
 				t.setExpect(r, st)
 			}
@@ -186,7 +192,7 @@ func (t *requests[Obj]) decide(key string, ch change[Obj], st Status, askedAt, s
 	case live && sameStatus(r.expect, st):
 		// A status write that leaves ours as we know it (our own, or
 		// another reconciler's on a shared object): follow the revision.
-		r.obj, r.rev, r.deps = ch.obj, ch.rev, nil
+		r.reread(ch)
 	case r == nil && st.Kind == StatusKindError && ch.rev <= startRev:
 		// Failed in an earlier run, whose retries are gone: retried at
 		// once, not queued by this change.
