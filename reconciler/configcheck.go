@@ -3,6 +3,8 @@ package reconciler
 import (
 	"fmt"
 
+	"github.com/cilium/statedb"
+
 	"golang.org/x/time/rate"
 )
 
@@ -177,6 +179,16 @@ func (cfg Config[Obj]) validateRequires() error {
 		if n.name() == cfg.Table.Name() {
 			return fmt.Errorf("%w: Config.Requires[%d] names the reconciler's own table %s: use Config.DependsOn",
 				ErrInvalidConfig, i, n.name())
+		}
+	}
+	return nil
+}
+
+// requiresIn checks that Config.Requires' tables are db's.
+func (cfg Config[Obj]) requiresIn(db *statedb.DB) error {
+	for _, q := range cfg.Requires {
+		if err := q.needOf().inDB(db); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -128,6 +128,9 @@ func New[Obj comparable](cfg Config[Obj], p Params) (Reconciler[Obj], error) {
 	case p.JobGroup == nil:
 		return nil, fmt.Errorf("%w: Params.JobGroup is required", ErrInvalidConfig)
 	}
+	if err := cfg.requiresIn(p.DB); err != nil {
+		return nil, err
+	}
 	log := p.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -61,6 +61,9 @@ type need[Obj any] interface {
 	// state says whether the row with key is there and ready in txn, and
 	// if not, why.
 	state(txn statedb.ReadTxn, key string) (bool, string)
+	// inDB says whether the table is db's: statedb reads a table by its
+	// place in its database.
+	inDB(db *statedb.DB) error
 	// open starts reading the table's changes, for one run.
 	open(db *statedb.DB) (needFeed, error)
 }
@@ -114,7 +117,20 @@ func (n *rowNeed[Obj, Row]) state(txn statedb.ReadTxn, key string) (bool, string
 	return true, ""
 }
 
+func (n *rowNeed[Obj, Row]) inDB(db *statedb.DB) error {
+	if db.GetTable(db.ReadTxn(), n.table.Name()) != statedb.TableMeta(n.table) {
+		// statedb finds a table by its place in the database: another
+		// database's would read the wrong one.
+		return fmt.Errorf("%w: Config.Requires: table %s is not registered in the reconciler's database",
+			ErrInvalidConfig, n.table.Name())
+	}
+	return nil
+}
+
 func (n *rowNeed[Obj, Row]) open(db *statedb.DB) (needFeed, error) {
+	if err := n.inDB(db); err != nil {
+		return nil, err
+	}
 	wtxn := db.WriteTxn(n.table)
 	changes, err := n.table.Changes(wtxn)
 	wtxn.Commit()

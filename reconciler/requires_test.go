@@ -280,10 +280,15 @@ func TestRequiresWithDependsOn(t *testing.T) {
 }
 
 // TestRequiresConfig: what Config.Requires refuses, each error naming the
-// field.
+// field: a table of another database among them (statedb reads a table
+// by its place in its database: it would read the wrong one).
 func TestRequiresConfig(t *testing.T) {
 	f, _ := startFixture(t, time.Minute)
 	devs := newDeviceTable(t, f, "devices")
+	elsewhere, err := statedb.NewTable(statedb.New(), "devices", deviceIndex)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		mod  func(*reconciler.Config[*testObject])
@@ -296,6 +301,9 @@ func TestRequiresConfig(t *testing.T) {
 		{"no table", func(c *reconciler.Config[*testObject]) {
 			c.Requires = []reconciler.Requirement[*testObject]{reconciler.Requires[*testObject, *device](nil, requiredDevices, nil)}
 		}, "has no table"},
+		{"another database", func(c *reconciler.Config[*testObject]) {
+			c.Requires = []reconciler.Requirement[*testObject]{reconciler.Requires(statedb.Table[*device](elsewhere), requiredDevices, nil)}
+		}, "table devices is not registered in the reconciler's database"},
 		{"own table", func(c *reconciler.Config[*testObject]) {
 			c.Requires = []reconciler.Requirement[*testObject]{reconciler.Requires(statedb.Table[*testObject](f.table),
 				func(*testObject) []statedbindex.Key { return nil }, nil)}
