@@ -78,6 +78,7 @@ func (s depsSizes) String() string {
 func depsWorkloads(sz sizes) []workload {
 	return []workload{
 		depsReleaseWorkload(sz),
+		requiresReleaseWorkload(sz),
 		depsForestWorkload(sz, 0),
 		depsForestWorkload(sz, time.Millisecond),
 		depsEdgeWorkload(sz),

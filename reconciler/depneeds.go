@@ -71,6 +71,9 @@ func (g *depGraph[Obj]) needState(nk needKey) (bool, string) {
 // needUnmet returns the first row r's update requires that is missing or
 // not ready, and why.
 func (g *depGraph[Obj]) needUnmet(r *request[Obj]) (needKey, string, bool) {
+	if len(g.needs.list) == 0 {
+		return needKey{}, "", false
+	}
 	for _, nk := range g.needsOfRow(r) {
 		if met, why := g.needState(nk); !met {
 			return nk, why, true
@@ -87,6 +90,9 @@ func (g *depGraph[Obj]) describeNeed(nk needKey) string {
 // registerNeeds puts w, just Blocked, in the list of each row it requires
 // that is missing or not ready now.
 func (g *depGraph[Obj]) registerNeeds(w depWaiter[Obj]) {
+	if len(g.needs.list) == 0 {
+		return
+	}
 	for _, nk := range g.needsOfRow(w.r) {
 		if met, _ := g.needState(nk); met {
 			continue
