@@ -21,8 +21,8 @@ import (
 // table (feed). The stages of a request's life: request.go (the request
 // table's structure) and table.go (its transitions), loop.go and
 // syncloop.go (the two loops), execute.go and batch.go (operations),
-// commit.go and failure.go (what a result does), report.go (what is
-// published).
+// commitjob.go, commit.go, statuswrite.go and failure.go (what a result
+// does), report.go (what is published).
 //
 // Who owns what: the loop goroutine owns the request table and every
 // report derived from it. Workers, the committer goroutine and a Sync's

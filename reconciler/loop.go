@@ -19,7 +19,8 @@ import (
 // round of changes and due retries into the request table (table.go),
 // hand the Queued rows to the workers (execute.go), refresh (refresh.go),
 // and report what the table says (report.go). Then it sleeps until
-// something happens. Everything here is owned by the loop goroutine.
+// something happens (loopwake.go). Everything here is owned by the loop
+// goroutine.
 
 // change is one change read: an object at a revision, or its deletion.
 type change[Obj any] struct {
@@ -313,66 +314,6 @@ func (l *loop[Obj]) updateHungry() {
 		l.hungry = h
 		l.exec.SetHungry(h)
 	}
-}
-
-// sleep waits until something happens. It returns false when stopping.
-func (l *loop[Obj]) sleep(ctx context.Context, ts *loopTimers) bool {
-	if l.t.cyclicDue() {
-		return ctx.Err() == nil // their Errors are written at the next step
-	}
-	changesCh := l.pullWake(ts)
-	var initCh <-chan struct{}
-	if !l.initialized {
-		initCh = l.initWatch
-	}
-	select {
-	case <-ctx.Done():
-		return false
-	case <-l.ownChanged:
-		l.ownChanged = l.cfg.Ownership.Changed() // before looking: a change meanwhile closes this one
-		l.t.reown(l.cfg.Table.All(l.db.ReadTxn()), time.Now())
-	case <-changesCh:
-	case <-l.t.deps.needsWake():
-		l.t.deps.needsWoke()
-	case <-initCh:
-		l.initialized = true
-	case <-l.triggerFull:
-		l.full.wanted = true
-	case <-l.exec.Notify():
-	case job := <-l.commits.pipe.Back():
-		l.commits.pipe.Receive(job)
-	case <-l.wake:
-		l.status.Dirty = true
-	case req := <-l.ask:
-		req.reply <- explainLoop(l, req.key, time.Now())
-	case <-ts.round.C():
-		ts.round.Fired()
-	case <-ts.retry.C():
-		ts.retry.Fired()
-	case <-ts.commit.C():
-		ts.commit.Fired()
-	case <-ts.refresh.C():
-		ts.refresh.Fired()
-	case <-ts.health.C():
-		ts.health.Fired()
-		l.status.Dirty = true // a report is due: a postponed one, or a key blocked long
-	case <-ts.full.C():
-		ts.full.Fired()
-		l.full.wanted = true
-	}
-	return true
-}
-
-// pullWake returns the channel that wakes the loop for new changes, and
-// arms the retry timer, when the loop may read: nil when it may not.
-func (l *loop[Obj]) pullWake(ts *loopTimers) <-chan struct{} {
-	if !l.canPull() || ts.round.Armed() || l.intakeWaits() {
-		return nil
-	}
-	if next, ok := l.t.nextDue(); ok {
-		ts.retry.ArmAt(l.commits.breaker.NextRetry(next))
-	}
-	return l.changesWatch
 }
 
 // roundDelay returns how long until the round limiter allows a round.
