@@ -100,6 +100,7 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		return err
 	}
 	if err := l.t.deps.openNeeds(func(n need[Obj]) (needFeed, error) { return n.open(l.db) }); err != nil {
+		l.changes.Close()
 		return err
 	}
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
