@@ -203,7 +203,20 @@ func deleteRange(r *tableRig[*convergeObject], n, batch int) {
 // tg's operations at concurrency, with dependsOn as Config.DependsOn (nil:
 // none).
 func newDepsRig(ctx context.Context, tg *depsTarget, concurrency int, dependsOn func(*convergeObject) []sdbindex.Key) (*tableRig[*convergeObject], error) {
+	r, _, err := newDepsRigWith(ctx, tg, concurrency, func(_ *statedb.DB, cfg *reconciler.Config[*convergeObject]) error {
+		cfg.DependsOn = dependsOn
+		return nil
+	})
+	return r, err
+}
+
+// newDepsRigWith is newDepsRig with setup completing the Config (it may
+// register more tables in db), and the reconciler returned.
+func newDepsRigWith(ctx context.Context, tg *depsTarget, concurrency int,
+	setup func(db *statedb.DB, cfg *reconciler.Config[*convergeObject]) error,
+) (*tableRig[*convergeObject], reconciler.Reconciler[*convergeObject], error) {
 	r := newConvergeTableRig()
+	var rec reconciler.Reconciler[*convergeObject]
 	r.h = newHive(ctx, func(db *statedb.DB, p reconciler.Params) error {
 		table, err := statedb.NewTable(db, "bench-deps", convergeIDIndex, convergeStatusIndex)
 		if err != nil {
@@ -212,18 +225,20 @@ func newDepsRig(ctx context.Context, tg *depsTarget, concurrency int, dependsOn 
 		r.db, r.table, tg.table = db, table, table
 		cfg := convergeConfig(table, rigOptions{concurrency: concurrency})
 		cfg.Operations = tg
-		cfg.DependsOn = dependsOn
-		_, err = reconciler.New(cfg, p)
+		if err := setup(db, &cfg); err != nil {
+			return err
+		}
+		rec, err = reconciler.New(cfg, p)
 		return err
 	})
 	r.waitAll = convergeWaitAll(r)
 	if err := r.populate(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := r.start(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return r, nil
+	return r, rec, nil
 }
 
 // newStatedbDepsRig is statedb's reconciler over statedbDepsOps.

@@ -40,36 +40,19 @@ func runRequiresRelease(ctx context.Context, sz sizes) (measure, error) {
 	n := sz.deps.releaseSamples
 	tg := newDepsTarget()
 	tg.stamp(n)
-	var (
-		links statedb.RWTable[*convergeObject]
-		rec   reconciler.Reconciler[*convergeObject]
-	)
-	r := newConvergeTableRig()
-	r.h = newHive(ctx, func(db *statedb.DB, p reconciler.Params) error {
-		table, err := statedb.NewTable(db, "bench-deps", convergeIDIndex, convergeStatusIndex)
-		if err != nil {
-			return err
-		}
+	var links statedb.RWTable[*convergeObject]
+	r, rec, err := newDepsRigWith(ctx, tg, 1, func(db *statedb.DB, cfg *reconciler.Config[*convergeObject]) (err error) {
 		if links, err = statedb.NewTable(db, "bench-links", convergeIDIndex); err != nil {
 			return err
 		}
-		r.db, r.table, tg.table = db, table, table
-		cfg := convergeConfig(table, rigOptions{concurrency: 1})
-		cfg.Operations = tg
 		cfg.Requires = []reconciler.Requirement[*convergeObject]{reconciler.Requires(links,
 			func(o *convergeObject) []sdbindex.Key { return []sdbindex.Key{sdbindex.Uint64(o.ID)} }, nil)}
-		rec, err = reconciler.New(cfg, p)
-		return err
+		return nil
 	})
-	r.waitAll = convergeWaitAll(r)
-	if err := r.populate(); err != nil {
-		return nil, err
-	}
-	if err := r.start(ctx); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	samples := make([]float64, 0, n)
-	var err error
 	for i := range n {
 		id := uint64(i)
 		insertIDs(r, []uint64{id}, 1)

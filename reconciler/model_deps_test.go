@@ -167,8 +167,14 @@ func runDepsModel(t *testing.T, seed uint64) {
 	m.mu.Lock()
 	m.faults = false
 	m.mu.Unlock()
-	// Everything that can settle does: every write read, no operation
-	// runs, no retry waits.
+	settleDepsModel(t, r, written)
+	checkDepsModel(t, f, r, m, live)
+}
+
+// settleDepsModel waits until everything that can settle does: every
+// write up to written read, no operation running, no retry waiting.
+func settleDepsModel(t *testing.T, r reconciler.Reconciler[*testObject], written statedb.Revision) {
+	t.Helper()
 	for {
 		synctest.Wait()
 		s := r.Status()
@@ -181,7 +187,6 @@ func runDepsModel(t *testing.T, seed uint64) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	checkDepsModel(t, f, r, m, live)
 }
 
 // checkDepsModel checks the settled state against the graph of live.

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/cilium/statedb"
@@ -205,18 +204,7 @@ func runRequiresModel(t *testing.T, seed uint64) {
 		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
 		reqModelDevices(rng, f, devs)
 	}
-	for {
-		synctest.Wait()
-		s := r.Status()
-		e, err := r.Explain(context.Background(), []byte("k00"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.ReadTo >= written && s.InFlight == 0 && s.Retries == 0 && s.Waiting == 0 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	settleDepsModel(t, r, written)
 	checkRequiresModel(t, f, r, m, devs, live)
 }
 
