@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	statedbindex "github.com/cilium/statedb/index"
 
@@ -318,4 +320,47 @@ func TestRequiresConfig(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrInvalidConfig saying %q", tc.name, err, tc.want)
 		}
 	}
+}
+
+// TestRequiresHealthAndWaits: a key waiting for a row of another table is
+// reported as one waiting for a dependency is: the waits do not return
+// and say which row, and health turns Degraded after a minute, naming it,
+// and OK again once the row comes.
+func TestRequiresHealthAndWaits(t *testing.T) {
+	requiringDevices(t, func(f *fixture, devs statedb.RWTable[*device]) {
+		wtxn := f.db.WriteTxn(f.table)
+		f.table.Insert(wtxn, pendingObject("route", "v@eth0"))
+		rev := f.table.Revision(wtxn)
+		wtxn.Commit()
+		r, _ := f.reconciler("")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, _, err := r.WaitUntilReconciled(ctx, rev); err == nil || !strings.Contains(err.Error(), "blocked on devices row eth0: not in the table") {
+			t.Fatalf("WaitUntilReconciled: %v", err)
+		}
+		level := func() (cell.Level, string) {
+			h := f.jobHealth("reconcile")
+			if h == nil {
+				t.Fatal("no health for the reconciler's job")
+			}
+			h.Lock()
+			defer h.Unlock()
+			return h.Level, h.Status + ": " + fmt.Sprint(h.Error)
+		}
+		time.Sleep(time.Second) // past the wait's minute, and another: over a minute blocked
+		synctest.Wait()
+		if l, msg := level(); l != cell.StatusDegraded || !strings.Contains(msg, "route: blocked on devices row eth0: not in the table") {
+			t.Fatalf("health %s %q after a minute blocked", l, msg)
+		}
+		putDevices(t, f, devs, &device{Name: "eth0", Up: true})
+		ctx2, cancel2 := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel2()
+		if err := r.WaitUntilSettled(ctx2, rev); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if l, msg := level(); l != cell.StatusOK {
+			t.Fatalf("health %s %q once released", l, msg)
+		}
+	})
 }
