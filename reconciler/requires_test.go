@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 	statedbindex "github.com/cilium/statedb/index"
+	"golang.org/x/time/rate"
 
 	"github.com/converge-go/converge/internal/fake"
 	"github.com/converge-go/converge/reconciler"
@@ -361,6 +362,53 @@ func TestRequiresHealthAndWaits(t *testing.T) {
 		synctest.Wait()
 		if l, msg := level(); l != cell.StatusOK {
 			t.Fatalf("health %s %q once released", l, msg)
+		}
+	})
+}
+
+// TestRequiresDoneForAnotherReconciler: a requirement's ready may read
+// the row's status, so that a route waits for its device to be Done for
+// the devices' own reconciler: Blocked while the device is Pending or in
+// Error, released by that reconciler's Done write.
+func TestRequiresDoneForAnotherReconciler(t *testing.T) {
+	var devs statedb.RWTable[*testObject]
+	inBubbleWith(t, func(f *fixture, cfg *reconciler.Config[*testObject]) {
+		var err error
+		if devs, err = statedb.NewTable(f.db, "test-devices", idIndex, statusIndex); err != nil {
+			t.Fatal(err)
+		}
+		devCfg := testConfig(f, &testOps{target: f.target("devices"), getStatus: func(o *testObject) reconciler.Status { return o.Status }},
+			reconciler.Config[*testObject]{Name: "devices", RoundRateLimiter: rate.NewLimiter(rate.Inf, 1),
+				FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off})
+		devCfg.Table = devs
+		f.reconcilers["devices"] = mustNew(t, f, devCfg)
+		cfg.Requires = []reconciler.Requirement[*testObject]{reconciler.Requires(devs, requiredDevices,
+			func(d *testObject) bool { return d.Status.Kind == reconciler.StatusKindDone })}
+	}, func(f *fixture, _ *timedOps) {
+		tg, devTarget := f.target(""), f.target("devices")
+		insert(t, f, pendingObject("route", "v@eth0"))
+		devTarget.SetFault("eth0", fake.Fault{Mode: fake.ModePermanent})
+		wtxn := f.db.WriteTxn(devs)
+		devs.Insert(wtxn, pendingObject("eth0", "up"))
+		wtxn.Commit()
+		synctest.Wait()
+		if d, _, _ := devs.Get(f.db.ReadTxn(), idIndex.Query("eth0")); d.Status.Kind != reconciler.StatusKindError {
+			t.Fatalf("device %+v, want Error", d)
+		}
+		if e := explainKey(t, f, "route"); e.State != reconciler.KeyBlocked || e.Reason != `blocked on test-devices row eth0: not ready` {
+			t.Fatalf("route while its device is in Error: %s %q", e.State, e.Reason)
+		}
+		devTarget.Heal("eth0")
+		wtxn = f.db.WriteTxn(devs)
+		devs.Insert(wtxn, pendingObject("eth0", "up again"))
+		wtxn.Commit()
+		synctest.Wait()
+		if tableStatus(f, "route").Kind != reconciler.StatusKindDone {
+			d, _, _ := devs.Get(f.db.ReadTxn(), idIndex.Query("eth0"))
+			t.Fatalf("route not Done once its device is Done: %q; device %+v", explainKey(t, f, "route").Reason, d)
+		}
+		if h := tg.History(); !slices.Equal(h, []string{"update(route)"}) {
+			t.Fatalf("history %v", h)
 		}
 	})
 }
