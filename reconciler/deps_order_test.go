@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/hive/cell"
 	"github.com/cilium/statedb"
 
+	"github.com/converge-go/converge/internal/fake"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -267,6 +268,56 @@ func TestObserversSeeBlockedAndReleased(t *testing.T) {
 		}
 		if err := events[1].Err; err == nil || err.Error() != "blocked on dir: not in the table" {
 			t.Fatalf("blocked event's Err %v", err)
+		}
+	})
+}
+
+// TestDependencyGainedKeepsDeleteBlocked: a key this replica owns again
+// counts, from then on, as what its object in the table names, as at
+// startup: the target may hold it, applied by this replica before or by
+// the owner meanwhile. Its dependency's Delete waits for it even before
+// its refresh runs. Here the refresh waits behind a stuck Update on its
+// target while the dependency, on another target, is deleted.
+func TestDependencyGainedKeepsDeleteBlocked(t *testing.T) {
+	var own *flipOwnership
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		own = newFlipOwnership()
+		withDeps(cfg)
+		cfg.Ownership = own
+		cfg.Concurrency, cfg.TargetConcurrency = 4, 1
+		cfg.TargetKey = func(o *testObject) string {
+			if o.ID == "dir" {
+				return "b"
+			}
+			return "a"
+		}
+	}, func(f *fixture, ops *timedOps) {
+		tg := f.target("")
+		insert(t, f, pendingObject("dir", "d"), pendingObject("file", "v>dir"))
+		synctest.Wait()
+		if st := tableStatus(f, "file"); st.Kind != reconciler.StatusKindDone {
+			t.Fatalf("file %s, want Done", st.Kind)
+		}
+		own.flip(f, false, map[string]bool{})
+		synctest.Wait()
+		tg.SetFault("blocker", fake.Fault{Mode: fake.ModeStuck})
+		own.flip(f, true, nil)
+		insert(t, f, pendingObject("blocker", "b")) // target a: file's refresh waits behind it
+		synctest.Wait()
+		deleteKeys(t, f, "dir")
+		synctest.Wait()
+		if h := tg.History(); slices.Contains(h, "delete(dir)") {
+			t.Fatalf("dir deleted while the target holds file, which names it: %v", h)
+		}
+		if e := explainKey(t, f, "dir"); e.State != reconciler.KeyBlocked || !strings.Contains(e.Reason, "depend on it to be deleted from the target: file") {
+			t.Fatalf("Explain dir: %s %q", e.State, e.Reason)
+		}
+		tg.Heal("blocker")
+		deleteKeys(t, f, "file")
+		synctest.Wait()
+		h := tg.History()
+		if i, j := slices.Index(h, "delete(file)"), slices.Index(h, "delete(dir)"); i < 0 || j < i {
+			t.Fatalf("dir not deleted after file: %v", h)
 		}
 	})
 }

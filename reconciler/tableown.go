@@ -90,6 +90,13 @@ func (t *requests[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revisio
 		return true
 	}
 	st := t.statusOf(ch.obj)
+	if t.deps != nil && st.Kind != StatusKindUnset {
+		// What the target may hold of it (applied here before, or by the
+		// owner meanwhile) is best known from its object, as at startup:
+		// its dependencies' Deletes wait for it from now on, not from its
+		// next attempt.
+		t.seed(key, ch.obj)
+	}
 	switch {
 	case st.Kind == StatusKindUnset:
 		t.unset(key, true)
