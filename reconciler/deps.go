@@ -177,11 +177,16 @@ func (t *requests[Obj]) depState(key string) (bool, string) {
 	case r != nil && r.state == stUnset:
 		return false, "Unset"
 	case r != nil && r.detail != nil && r.state != stRefreshDue:
-		if r.deleted {
+		switch {
+		case r.deleted:
 			return false, "deleted"
-		}
-		if r.err != "" {
+		case r.err != "":
 			return false, "Error: " + r.err
+		case r.expect.Kind == StatusKindDone && !inFlight(r.state):
+			// The table holds its Done, and its refresh has not started
+			// (a key owned again is applied again as a refresh, its Done
+			// kept): Done, as its dependents read it in the table.
+			return true, ""
 		}
 		return false, stateWord(r.state)
 	}
@@ -198,6 +203,10 @@ func (t *requests[Obj]) depState(key string) (bool, string) {
 	g.looked[key] = why
 	return why == "", why
 }
+
+// inFlight reports whether a row in state s has an attempt out, or one
+// queued behind an attempt on its key.
+func inFlight(s reqState) bool { return s == stRunning || s == stBusy || s == stCommitting }
 
 // stateWord names an outstanding row's state for a dependent's Explain.
 func stateWord(s reqState) string {

@@ -321,3 +321,61 @@ func TestDependencyGainedKeepsDeleteBlocked(t *testing.T) {
 		}
 	})
 }
+
+// TestDependencyGainedRefreshBlockedIsDone: a key owned again is applied
+// again as a refresh, its Done kept in the table; while that refresh
+// waits (Blocked here: its own dependency left the table meanwhile), its
+// dependents read it Done, as the table says, and go on.
+func TestDependencyGainedRefreshBlockedIsDone(t *testing.T) {
+	var own *flipOwnership
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		own = newFlipOwnership()
+		withDeps(cfg)
+		cfg.Ownership = own
+	}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("m", "m"), pendingObject("a", "v>m"), pendingObject("b", "v>a"))
+		synctest.Wait()
+		own.flip(f, false, map[string]bool{})
+		synctest.Wait()
+		deleteKeys(t, f, "m")                    // the owner's work, read while not owned
+		insert(t, f, pendingObject("b", "v2>a")) // b changed meanwhile
+		synctest.Wait()
+		own.flip(f, true, nil)
+		synctest.Wait()
+		if e := explainKey(t, f, "a"); e.State != reconciler.KeyBlocked || e.Reason != "blocked on m: not in the table" {
+			t.Fatalf("a's refresh: %s %q", e.State, e.Reason)
+		}
+		if st := tableStatus(f, "b"); st.Kind != reconciler.StatusKindDone {
+			t.Fatalf("b %s, want Done: a is Done in the table\n%s", st.Kind, explainKey(t, f, "b"))
+		}
+	})
+}
+
+// TestDependencyGainedReleasesWaiters: a key Blocked on a dependency
+// another replica owned goes on once this replica owns the dependency
+// again and the table holds its Done, though the dependency's own
+// refresh waits.
+func TestDependencyGainedReleasesWaiters(t *testing.T) {
+	var own *flipOwnership
+	inBubble(t, func(cfg *reconciler.Config[*testObject]) {
+		own = newFlipOwnership()
+		withDeps(cfg)
+		cfg.Ownership = own
+	}, func(f *fixture, ops *timedOps) {
+		insert(t, f, pendingObject("m", "m"), pendingObject("a", "v>m"))
+		synctest.Wait()
+		own.flip(f, false, map[string]bool{"b": true})
+		synctest.Wait()
+		deleteKeys(t, f, "m") // the owner's work, read while not owned
+		insert(t, f, pendingObject("b", "v>a"))
+		synctest.Wait()
+		if e := explainKey(t, f, "b"); e.State != reconciler.KeyBlocked || !strings.Contains(e.Reason, "owned by another replica") {
+			t.Fatalf("b: %s %q", e.State, e.Reason)
+		}
+		own.flip(f, true, nil)
+		synctest.Wait()
+		if st := tableStatus(f, "b"); st.Kind != reconciler.StatusKindDone {
+			t.Fatalf("b %s once a is owned here and Done in the table\n%s\na: %s", st.Kind, explainKey(t, f, "b"), explainKey(t, f, "a"))
+		}
+	})
+}

@@ -110,6 +110,11 @@ func (t *requests[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revisio
 		// Applied again, as a refresh; the write expects the Done read.
 		r := t.add(key, ch, Status{Kind: StatusKindRefreshing, UpdatedAt: st.UpdatedAt}, askedAt, now)
 		t.setExpect(r, st)
+		if t.deps != nil {
+			// Done in the table while its refresh waits (depState): what
+			// waited for it while another replica owned it goes on.
+			t.release(key, now)
+		}
 	}
 	return true
 }
