@@ -1,8 +1,11 @@
 package reconciler
 
 import (
+	"iter"
 	"slices"
 	"time"
+
+	"github.com/cilium/statedb"
 )
 
 // What the target may hold, as the dependency graph knows it (applied):
@@ -153,8 +156,33 @@ func containsAll(set, sub []string) bool {
 	return true
 }
 
-// seed records obj, in the table when the run began, as applied: it is
-// the best knowledge of what an earlier run left in the target.
+// seedAll records every object of all, the table as the run began, as
+// applied: the best knowledge of what an earlier run left in the target.
+// A pass of its own as the run opens, not as each object is read: one
+// changed or deleted before the run first reads it is read at its newer
+// version, and the earlier run left the one the table held at the start.
+// Keys another replica owns are its.
+func (t *requests[Obj]) seedAll(all iter.Seq2[Obj, statedb.Revision]) {
+	if t.deps == nil {
+		return
+	}
+	for obj := range all {
+		if key := t.keyOf(obj); t.owns == nil || t.owns(key) {
+			t.seed(key, obj)
+		}
+	}
+}
+
+// seedDeleted records obj, a key's delete read as the key is gained (owned
+// here again), as applied: the owner may have applied it, and the Deletes
+// of what it names wait for its own.
+func (t *requests[Obj]) seedDeleted(key string, obj Obj) {
+	if t.deps != nil && len(t.deps.appliedDeps(key)) == 0 {
+		t.seed(key, obj)
+	}
+}
+
+// seed records obj as applied on key: what the target may hold.
 func (t *requests[Obj]) seed(key string, obj Obj) {
 	if deps := t.deps.depsOf(obj); len(deps) > 0 {
 		t.depApply(key, deps)

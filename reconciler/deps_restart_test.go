@@ -7,6 +7,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/converge-go/converge/internal/fake"
 	"github.com/converge-go/converge/reconciler"
 )
 
@@ -53,6 +54,103 @@ func TestDependenciesAfterRestart(t *testing.T) {
 				t.Log(e)
 			}
 			t.Fatalf("deletes %v (history %v), want other, file, dir", got, tg.History())
+		}
+	})
+}
+
+// TestDependenciesAfterRestartDeletedFirst: an object in the table as the
+// run began and deleted before the run first read it is read first as a
+// delete; what it names is applied all the same (the earlier run left it
+// in the target), so its dependency's Delete waits for its own. The
+// reconciler starts suspended: it reads nothing until resumed, after both
+// deletes; the file's Delete is stuck a while, and the directory's waits.
+func TestDependenciesAfterRestartDeletedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.hive.Start(f.log, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := f.hive.Stop(f.log, context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		done := reconciler.StatusDone()
+		tg := f.target("")
+		for _, k := range []string{"dir", "file"} {
+			tg.Set(k, "earlier") // what the earlier run left
+		}
+		f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
+		ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
+		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
+			FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
+			StartSuspended: true, Concurrency: 2,
+		})
+		r := mustNew(t, f, cfg)
+		f.reconcilers[""] = r
+		synctest.Wait()
+		deleteKeys(t, f, "dir", "file")
+		tg.SetFault("file", fake.Fault{Mode: fake.ModeStuck})
+		r.Resume()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := deletesOf(tg); slices.Contains(got, "dir") {
+			t.Fatalf("dir deleted while the file, which names it, is in the target: %v", tg.History())
+		}
+		tg.Heal("file")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := deletesOf(tg); !slices.Equal(got, []string{"file", "dir"}) {
+			t.Fatalf("deletes %v (history %v), want file, dir", got, tg.History())
+		}
+	})
+}
+
+// TestDependenciesAfterRestartChangedFirst: an object in the table as the
+// run began and changed before the run first read it is read at its new
+// version, which names its dependency no more; the earlier run left the
+// old version in the target, which does. The dependency's Delete waits
+// until the new version is applied (its Update is stuck a while).
+func TestDependenciesAfterRestartChangedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t)
+		if err := f.hive.Start(f.log, context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := f.hive.Stop(f.log, context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+		done := reconciler.StatusDone()
+		tg := f.target("")
+		for _, k := range []string{"dir", "file"} {
+			tg.Set(k, "earlier") // what the earlier run left
+		}
+		f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
+		ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
+		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
+			FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
+			StartSuspended: true, Concurrency: 2,
+		})
+		r := mustNew(t, f, cfg)
+		f.reconcilers[""] = r
+		synctest.Wait()
+		insert(t, f, pendingObject("file", "v2")) // names nothing now
+		deleteKeys(t, f, "dir")
+		tg.SetFault("file", fake.Fault{Mode: fake.ModeStuck})
+		r.Resume()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if slices.Contains(deletesOf(tg), "dir") {
+			t.Fatalf("dir deleted while the target holds the file's old version, which names it: %v", tg.History())
+		}
+		tg.Heal("file")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		h := tg.History()
+		if i, j := slices.Index(h, "update(file)"), slices.Index(h, "delete(dir)"); i < 0 || j < i {
+			t.Fatalf("history %v, want the file's update, then the directory's delete", h)
 		}
 	})
 }

@@ -240,6 +240,9 @@ type feed[Obj any] struct {
 	// status at or below it was left by an earlier run, whose retries are
 	// gone; the objects at or below it were there before the run.
 	startRev statedb.Revision
+	// startTxn is the snapshot at startRev, until the run has taken what
+	// it needs of it (seedAll).
+	startTxn statedb.ReadTxn
 	// readTo is the last revision the change iterator returned: the waits
 	// never claim more than was read. readAll is set once every change
 	// present when the run began has been read.
@@ -266,7 +269,7 @@ func (f *feed[Obj]) open(db *statedb.DB, table statedb.RWTable[Obj], initializer
 		return fmt.Errorf("watching %s for changes: %w", table.Name(), err)
 	}
 	f.changes = changes
-	f.startRev = table.Revision(txn)
+	f.startRev, f.startTxn = table.Revision(txn), txn
 	f.initialized, f.initWatch = table.Initialized(txn)
 	f.noInitializer = !initializerAtNew && f.startRev == 0 && len(table.PendingInitializers(txn)) == 0
 	f.openedAt = time.Now()

@@ -103,6 +103,8 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 		l.changes.Close()
 		return err
 	}
+	l.t.seedAll(l.cfg.Table.All(l.startTxn))
+	l.startTxn = nil
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
 	watchWrites(l.reconciler, l.t, &l.feed)
 	// The round limiter's waits are a millisecond or less, and every

@@ -36,7 +36,11 @@ import (
 // last lost the key. (A replica cannot order its Deletes after what
 // another replica's target holds, nor know which version the owner left
 // there: docs/replicas.md shards a dependent with its dependencies.)
-// Ownership ends on every key before the final checks.
+// Ownership ends on every key before the final checks. Every third seed
+// restarts the hive once or twice over the table as it is; a key the
+// target holds at another version than the table's (not reconciled when
+// the run stopped) is what the new run cannot know (docs/dependencies.md),
+// and the Delete rule waits for it to be applied again, as after a flip.
 //
 // Once the faults stop and everything settles: every key whose
 // dependencies are all (transitively) in the table with no cycle is Done
@@ -66,11 +70,12 @@ type depTarget struct {
 	state      map[string]string
 	running    map[string]bool
 	violations []string
-	// With ownership flips: own; flips counts them; lostAt is the flip
-	// that last took each key away, until an Update of it that began
-	// after that flip succeeded (the target holds what this replica
-	// applied since); began is the flip count as each key's operation
-	// began.
+	// With ownership flips: own. flips counts the flips and restarts;
+	// lostAt is the flip that last took each key away, or the restart
+	// that left it in the target at a version the table no longer
+	// holds, until an Update of it that began after that succeeded (the
+	// target holds what this run applied since); began is the count as
+	// each key's operation began.
 	own    *flipOwnership
 	flips  int
 	lostAt map[string]int
@@ -82,6 +87,13 @@ type depTarget struct {
 // was not applied by this replica since it last owned it again.
 func (m *depTarget) excused(dependent string) bool { return m.lostAt[dependent] > 0 }
 
+// anyRunning reports whether an operation is running.
+func (m *depTarget) anyRunning() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.running) > 0
+}
+
 func (m *depTarget) begin(key string, check func() string) (fail bool, latency time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,9 +101,7 @@ func (m *depTarget) begin(key string, check func() string) (fail bool, latency t
 		m.violations = append(m.violations, v)
 	}
 	m.running[key] = true
-	if m.began != nil {
-		m.began[key] = m.flips
-	}
+	m.began[key] = m.flips
 	return m.faults && m.rng.IntN(2) == 0, time.Duration(m.rng.IntN(3000)) * time.Microsecond
 }
 
@@ -122,7 +132,7 @@ func (o depModelOps) Update(ctx context.Context, _ statedb.ReadTxn, _ statedb.Re
 	time.Sleep(latency)
 	return m.end(obj.ID, fail, func() {
 		m.state[obj.ID] = obj.Value
-		if m.began != nil && m.lostAt[obj.ID] <= m.began[obj.ID] {
+		if m.lostAt[obj.ID] <= m.began[obj.ID] {
 			delete(m.lostAt, obj.ID) // applied since it was last lost
 		}
 	})
@@ -149,31 +159,33 @@ func (o depModelOps) Prune(context.Context, statedb.ReadTxn, iter.Seq2[*testObje
 
 func runDepsModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x64657073))
-	m := &depTarget{rng: rand.New(rand.NewPCG(seed, 1)), faults: true, state: map[string]string{}, running: map[string]bool{}}
-	f := newFixture(t)
-	if err := f.hive.Start(f.log, context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	m := &depTarget{rng: rand.New(rand.NewPCG(seed, 1)), faults: true, state: map[string]string{}, running: map[string]bool{},
+		lostAt: map[string]int{}, began: map[string]int{}}
 	cfg := reconciler.Config[*testObject]{
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond, RoundSize: 5,
 		RefreshInterval: reconciler.Off, FullReconciliationInterval: reconciler.Off,
 		Concurrency: 1 + rng.IntN(4), DependsOn: dependsOn,
 	}
 	if seed%2 == 0 {
-		m.own, m.lostAt, m.began = newFlipOwnership(), map[string]int{}, map[string]int{}
+		m.own = newFlipOwnership()
 		cfg.Ownership = m.own
 	}
-	r := mustNew(t, f, testConfig(f, depModelOps{m}, cfg))
-	f.markInit()
+	run := &depsRun{t: t, m: m, cfg: cfg}
+	run.start(nil)
+	restartAt := map[int]bool{}
+	if seed%3 == 1 {
+		for range 1 + rng.IntN(2) {
+			restartAt[50+rng.IntN(150)] = true
+		}
+	}
 	live := map[string]string{}
 	version := 0
 	var written statedb.Revision
-	for range 250 {
+	for i := range 250 {
+		if restartAt[i] {
+			run.restart(live)
+		}
+		f := run.f
 		if m.own != nil && rng.IntN(40) == 0 {
 			m.flip(f, rng)
 		}
@@ -205,10 +217,69 @@ func runDepsModel(t *testing.T, seed uint64) {
 	m.faults = false
 	m.mu.Unlock()
 	if m.own != nil {
-		m.own.flip(f, true, nil)
+		m.own.flip(run.f, true, nil)
 	}
-	settleDepsModel(t, r, written)
-	checkDepsModel(t, f, r, m, live)
+	settleDepsModel(t, run.r, written)
+	checkDepsModel(t, run.f, run.r, m, live)
+}
+
+// depsRun is the dependency model's hive and reconciler, started anew at
+// a restart over the table's objects as they are.
+type depsRun struct {
+	t   *testing.T
+	m   *depTarget
+	cfg reconciler.Config[*testObject]
+	f   *fixture
+	r   reconciler.Reconciler[*testObject]
+}
+
+// start starts a hive over objs (nil: an empty table) and the reconciler.
+func (run *depsRun) start(objs []*testObject) {
+	f := newFixture(run.t)
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		run.t.Fatal(err)
+	}
+	run.t.Cleanup(func() {
+		if run.f == f { // else stopped by a restart
+			if err := f.hive.Stop(f.log, context.Background()); err != nil {
+				run.t.Error(err)
+			}
+		}
+	})
+	run.f = f
+	f.load(objs) // before the reconciler: in the table as its run begins
+	run.r = mustNew(run.t, f, testConfig(f, depModelOps{run.m}, run.cfg))
+	// Its run has begun (the table read as it is, before any later
+	// write) once everything in the bubble waits.
+	synctest.Wait()
+}
+
+// restart stops the hive, once its operations returned, and starts a
+// new one over the table's objects. What the target holds of a key the
+// table holds another version of, or none, was left by the run before:
+// the new run cannot know it (docs/dependencies.md), and the Delete rule
+// is not checked for it until it is applied again.
+func (run *depsRun) restart(live map[string]string) {
+	var objs []*testObject
+	for obj := range run.f.table.All(run.f.db.ReadTxn()) {
+		objs = append(objs, obj)
+	}
+	if err := run.f.hive.Stop(run.f.log, context.Background()); err != nil {
+		run.t.Fatal(err)
+	}
+	m := run.m
+	for m.anyRunning() {
+		time.Sleep(time.Millisecond)
+	}
+	m.mu.Lock()
+	m.flips++
+	for k, v := range m.state {
+		if live[k] != v {
+			m.lostAt[k] = m.flips
+		}
+	}
+	m.mu.Unlock()
+	run.start(objs)
 }
 
 // settleDepsModel waits until everything that can settle does: every

@@ -91,6 +91,7 @@ func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) erro
 	if err := s.feed.open(s.db, s.cfg.Table, s.initializerAtNew); err != nil {
 		return err
 	}
+	s.startTxn = nil // no dependency graph to seed: Sync is handed the whole set
 	watchWrites(s.reconciler, s.t, &s.feed)
 	defer func() {
 		// A running Sync sees a cancelled context; its result is dropped.

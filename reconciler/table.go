@@ -135,9 +135,6 @@ func (t *requests[Obj]) read(ch change[Obj], own *revs.Ranges, askedAt, startRev
 
 // readChange is read for a key owned here.
 func (t *requests[Obj]) readChange(ch change[Obj], own *revs.Ranges, askedAt, startRev statedb.Revision, now time.Time) bool {
-	if t.deps != nil && !ch.deleted && ch.rev <= startRev {
-		t.seed(t.keyOf(ch.obj), ch.obj) // in the table as the run began: what an earlier run may have applied
-	}
 	if ch.deleted {
 		key := t.keyOf(ch.obj)
 		t.unset(key, false)

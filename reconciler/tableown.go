@@ -86,6 +86,7 @@ func (t *requests[Obj]) reown(all iter.Seq2[Obj, statedb.Revision], now time.Tim
 // round (a retry is due at once instead).
 func (t *requests[Obj]) gain(key string, ch change[Obj], askedAt statedb.Revision, now time.Time) bool {
 	if ch.deleted {
+		t.seedDeleted(key, ch.obj) // the owner may have applied it
 		t.add(key, ch, Status{}, askedAt, now)
 		return true
 	}
