@@ -58,6 +58,36 @@ func TestDependenciesAfterRestart(t *testing.T) {
 	})
 }
 
+// restartedSuspended starts, in the caller's bubble, a reconciler over a
+// table an earlier run left (dir, and file naming it, both Done and in the
+// target), suspended: it has read nothing yet.
+func restartedSuspended(t *testing.T) (*fixture, *fake.Target, reconciler.Reconciler[*testObject]) {
+	f := newFixture(t)
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.hive.Stop(f.log, context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	done := reconciler.StatusDone()
+	tg := f.target("")
+	for _, k := range []string{"dir", "file"} {
+		tg.Set(k, "earlier") // what the earlier run left
+	}
+	f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
+	ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
+	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
+		FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
+		StartSuspended: true, Concurrency: 2,
+	})
+	r := mustNew(t, f, cfg)
+	f.reconcilers[""] = r
+	synctest.Wait()
+	return f, tg, r
+}
+
 // TestDependenciesAfterRestartDeletedFirst: an object in the table as the
 // run began and deleted before the run first read it is read first as a
 // delete; what it names is applied all the same (the earlier run left it
@@ -66,29 +96,7 @@ func TestDependenciesAfterRestart(t *testing.T) {
 // deletes; the file's Delete is stuck a while, and the directory's waits.
 func TestDependenciesAfterRestartDeletedFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		done := reconciler.StatusDone()
-		tg := f.target("")
-		for _, k := range []string{"dir", "file"} {
-			tg.Set(k, "earlier") // what the earlier run left
-		}
-		f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
-		ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
-		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
-			FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
-			StartSuspended: true, Concurrency: 2,
-		})
-		r := mustNew(t, f, cfg)
-		f.reconcilers[""] = r
-		synctest.Wait()
+		f, tg, r := restartedSuspended(t)
 		deleteKeys(t, f, "dir", "file")
 		tg.SetFault("file", fake.Fault{Mode: fake.ModeStuck})
 		r.Resume()
@@ -113,29 +121,7 @@ func TestDependenciesAfterRestartDeletedFirst(t *testing.T) {
 // until the new version is applied (its Update is stuck a while).
 func TestDependenciesAfterRestartChangedFirst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		done := reconciler.StatusDone()
-		tg := f.target("")
-		for _, k := range []string{"dir", "file"} {
-			tg.Set(k, "earlier") // what the earlier run left
-		}
-		f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
-		ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
-		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
-			FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
-			StartSuspended: true, Concurrency: 2,
-		})
-		r := mustNew(t, f, cfg)
-		f.reconcilers[""] = r
-		synctest.Wait()
+		f, tg, r := restartedSuspended(t)
 		insert(t, f, pendingObject("file", "v2")) // names nothing now
 		deleteKeys(t, f, "dir")
 		tg.SetFault("file", fake.Fault{Mode: fake.ModeStuck})
