@@ -117,6 +117,7 @@ type fixture struct {
 	hive     *hive.Hive
 	db       *statedb.DB
 	table    statedb.RWTable[*testObject]
+	links    statedb.RWTable[*device] // another table, for Config.Requires
 	params   reconciler.Params
 	markInit func()
 
@@ -154,6 +155,10 @@ func newFixture(t testing.TB) *fixture {
 				f.db, f.params = db, p
 				f.table, err = statedb.NewTable(db, "test-objects", idIndex, statusIndex)
 				if err != nil {
+					return err
+				}
+				// What "start --requires" has the objects require.
+				if f.links, err = statedb.NewTable(db, "test-links", deviceIndex); err != nil {
 					return err
 				}
 				wtxn := db.WriteTxn(f.table)
@@ -235,6 +240,7 @@ func startFlags(fs *pflag.FlagSet) {
 	fs.Duration("backoff-max", 50*time.Millisecond, "Config.RetryBackoffMax")
 	fs.Bool("suspended", false, "Config.StartSuspended")
 	fs.Bool("deps", false, "Config.DependsOn: an object's value \"v>a,b\" depends on a and b")
+	fs.Bool("requires", false, "Config.Requires: an object's value \"v@l1,l2\" requires links l1 and l2 up, in table test-links")
 	fs.Bool("sync", false, "whole-set: SyncOperations instead of Operations")
 	fs.Duration("quiet", 0, "with --sync: Config.SyncDebounce.Quiet")
 	fs.Duration("max-wait", 0, "with --sync: Config.SyncDebounce.MaxWait")
@@ -286,6 +292,9 @@ func (f *fixture) start(s *script.State) error {
 	}
 	if deps, _ := s.Flags.GetBool("deps"); deps {
 		cfg.DependsOn = dependsOn
+	}
+	if req, _ := s.Flags.GetBool("requires"); req {
+		cfg.Requires = []reconciler.Requirement[*testObject]{reconciler.Requires(f.links, requiredDevices, deviceUp)}
 	}
 	if sync, _ := s.Flags.GetBool("sync"); sync {
 		syncShape(s, &cfg, f.target(name))

@@ -22,8 +22,8 @@ import (
 // device is a row of another table, one no reconciler of the tests
 // writes: what a test object requires (Config.Requires).
 type device struct {
-	Name string
-	Up   bool
+	Name string `yaml:"name"`
+	Up   bool   `yaml:"up"`
 }
 
 var deviceIndex = statedb.Index[*device, string]{
