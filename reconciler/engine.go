@@ -240,9 +240,6 @@ type feed[Obj any] struct {
 	// status at or below it was left by an earlier run, whose retries are
 	// gone; the objects at or below it were there before the run.
 	startRev statedb.Revision
-	// startTxn is the snapshot at startRev, until the run has taken what
-	// it needs of it (seedAll).
-	startTxn statedb.ReadTxn
 	// readTo is the last revision the change iterator returned: the waits
 	// never claim more than was read. readAll is set once every change
 	// present when the run began has been read.
@@ -260,21 +257,22 @@ type feed[Obj any] struct {
 // open starts reading table's changes. The first read is due at once
 // (changesWatch is closed). The initialization is read now rather than
 // only through initWatch: in a loop's select a ready change can win over
-// a ready init channel, and the first prune or Sync would start late.
-func (f *feed[Obj]) open(db *statedb.DB, table statedb.RWTable[Obj], initializerAtNew bool) error {
+// a ready init channel, and the first prune or Sync would start late. It
+// returns the snapshot at startRev: the table as the run began.
+func (f *feed[Obj]) open(db *statedb.DB, table statedb.RWTable[Obj], initializerAtNew bool) (statedb.ReadTxn, error) {
 	wtxn := db.WriteTxn(table)
 	changes, err := table.Changes(wtxn)
 	txn := wtxn.Commit()
 	if err != nil {
-		return fmt.Errorf("watching %s for changes: %w", table.Name(), err)
+		return nil, fmt.Errorf("watching %s for changes: %w", table.Name(), err)
 	}
 	f.changes = changes
-	f.startRev, f.startTxn = table.Revision(txn), txn
+	f.startRev = table.Revision(txn)
 	f.initialized, f.initWatch = table.Initialized(txn)
 	f.noInitializer = !initializerAtNew && f.startRev == 0 && len(table.PendingInitializers(txn)) == 0
 	f.openedAt = time.Now()
 	f.changesWatch = closedCh
-	return nil
+	return txn, nil
 }
 
 // markRead moves the read mark once a read of the iterator ended. The

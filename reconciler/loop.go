@@ -96,15 +96,15 @@ func (l *loop[Obj]) run(ctx context.Context, ask <-chan explainRequest) error {
 	if l.cfg.Ownership != nil {
 		l.ownChanged = l.cfg.Ownership.Changed()
 	}
-	if err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew); err != nil {
+	start, err := l.feed.open(l.db, l.cfg.Table, l.initializerAtNew)
+	if err != nil {
 		return err
 	}
 	if err := l.t.deps.openNeeds(func(n need[Obj]) (needFeed, error) { return n.open(l.db) }); err != nil {
 		l.changes.Close()
 		return err
 	}
-	l.t.seedAll(l.cfg.Table.All(l.startTxn))
-	l.startTxn = nil
+	l.t.seedAll(l.cfg.Table.All(start))
 	l.shared.start(l.registry, l.regName, l.cfg.Table.Name())
 	watchWrites(l.reconciler, l.t, &l.feed)
 	// The round limiter's waits are a millisecond or less, and every

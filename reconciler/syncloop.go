@@ -88,10 +88,9 @@ func (s *syncLoop[Obj]) run(ctx context.Context, ask <-chan explainRequest) erro
 		s.ownChanged = s.cfg.Ownership.Changed()
 	}
 	s.shared.start(s.registry, s.regName, s.cfg.Table.Name())
-	if err := s.feed.open(s.db, s.cfg.Table, s.initializerAtNew); err != nil {
+	if _, err := s.feed.open(s.db, s.cfg.Table, s.initializerAtNew); err != nil {
 		return err
 	}
-	s.startTxn = nil // no dependency graph to seed: Sync is handed the whole set
 	watchWrites(s.reconciler, s.t, &s.feed)
 	defer func() {
 		// A running Sync sees a cancelled context; its result is dropped.
