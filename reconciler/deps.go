@@ -210,10 +210,10 @@ func inFlight(s reqState) bool { return s == stRunning || s == stBusy || s == st
 
 // stateWord names an outstanding row's state for a dependent's Explain.
 func stateWord(s reqState) string {
-	switch s {
-	case stBlocked:
+	switch {
+	case s == stBlocked:
 		return "Blocked"
-	case stRunning, stBusy, stCommitting:
+	case inFlight(s):
 		return "in flight"
 	}
 	return "Pending"
