@@ -18,28 +18,8 @@ import (
 // Pending whose dependency is Done is reconciled at once.
 func TestDependenciesAfterRestart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-		done := reconciler.StatusDone()
-		tg := f.target("")
-		for _, k := range []string{"dir", "file"} {
-			tg.Set(k, "earlier") // what the earlier run left
-		}
-		f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done},
-			{ID: "other", Value: "v>file", Status: reconciler.StatusPending()}})
-		ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
-		cfg := testConfig(f, ops, reconciler.Config[*testObject]{
-			FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
-		})
-		f.reconcilers[""] = mustNew(t, f, cfg)
-		synctest.Wait()
+		f, tg, _ := restarted(t, reconciler.Config[*testObject]{},
+			&testObject{ID: "other", Value: "v>file", Status: reconciler.StatusPending()})
 		if h := tg.History(); !slices.Equal(h, []string{"update(other)"}) {
 			t.Fatalf("history %v, want the pending file only", h)
 		}
@@ -58,10 +38,10 @@ func TestDependenciesAfterRestart(t *testing.T) {
 	})
 }
 
-// restartedSuspended starts, in the caller's bubble, a reconciler over a
-// table an earlier run left (dir, and file naming it, both Done and in the
-// target), suspended: it has read nothing yet.
-func restartedSuspended(t *testing.T) (*fixture, *fake.Target, reconciler.Reconciler[*testObject]) {
+// restarted starts, in the caller's bubble, a reconciler configured as
+// cfg over a table an earlier run left (dir, and file naming it, both
+// Done and in the target; and more), once it has done what it can.
+func restarted(t *testing.T, cfg reconciler.Config[*testObject], more ...*testObject) (*fixture, *fake.Target, reconciler.Reconciler[*testObject]) {
 	f := newFixture(t)
 	if err := f.hive.Start(f.log, context.Background()); err != nil {
 		t.Fatal(err)
@@ -76,16 +56,19 @@ func restartedSuspended(t *testing.T) (*fixture, *fake.Target, reconciler.Reconc
 	for _, k := range []string{"dir", "file"} {
 		tg.Set(k, "earlier") // what the earlier run left
 	}
-	f.load([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}})
+	f.load(append([]*testObject{{ID: "dir", Value: "d", Status: done}, {ID: "file", Value: "v>dir", Status: done}}, more...))
 	ops := &timedOps{testOps: testOps{target: tg, getStatus: func(o *testObject) reconciler.Status { return o.Status }}}
-	cfg := testConfig(f, ops, reconciler.Config[*testObject]{
-		FullReconciliationInterval: reconciler.Off, RefreshInterval: reconciler.Off, DependsOn: dependsOn,
-		StartSuspended: true, Concurrency: 2,
-	})
-	r := mustNew(t, f, cfg)
+	cfg.FullReconciliationInterval, cfg.RefreshInterval, cfg.DependsOn = reconciler.Off, reconciler.Off, dependsOn
+	r := mustNew(t, f, testConfig(f, ops, cfg))
 	f.reconcilers[""] = r
 	synctest.Wait()
 	return f, tg, r
+}
+
+// restartedSuspended is restarted suspended, with two workers: it has
+// read nothing yet.
+func restartedSuspended(t *testing.T) (*fixture, *fake.Target, reconciler.Reconciler[*testObject]) {
+	return restarted(t, reconciler.Config[*testObject]{StartSuspended: true, Concurrency: 2})
 }
 
 // TestDependenciesAfterRestartDeletedFirst: an object in the table as the
