@@ -254,7 +254,9 @@ func explainRunning[Obj any](e *Explanation, row *request[Obj], op string, p exp
 			e.Reason = fmt.Sprintf("its result is in; it is taken with the round's others, within %s", workers.CommitDelay)
 			return
 		default:
-			e.Since = at
+			if !at.IsZero() { // else an idle worker takes it next: since it was handed out
+				e.Since = at
+			}
 		}
 	}
 	if p.timeout > 0 {

@@ -78,6 +78,43 @@ func TestInFlightIsRunning(t *testing.T) {
 	}
 }
 
+// TestInFlightLoneOperation: an operation handed out to an idle
+// reconciler counts in InFlight, in Status() and in the gauges, and
+// Explain says Running, once the reconciler sleeps, though nothing wakes
+// it when the operation starts (it hangs): the report made as it was
+// handed to an idle worker says so.
+func TestInFlightLoneOperation(t *testing.T) {
+	for _, concurrency := range []int{1, 4} {
+		t.Run(fmt.Sprint("concurrency=", concurrency), func(t *testing.T) {
+			rec := &gaugeRecorder{}
+			sleepy := &sleepyOps{d: time.Hour}
+			inBubble(t,
+				func(cfg *reconciler.Config[*testObject]) {
+					cfg.Concurrency, cfg.Metrics = concurrency, rec
+					sleepy.Operations = cfg.Operations
+					cfg.Operations = sleepy
+				},
+				func(f *fixture, ops *timedOps) {
+					insert(t, f, pendingObject("k", "v"))
+					synctest.Wait()
+					r, _ := f.reconciler("")
+					s := r.Status()
+					rec.mu.Lock()
+					g := rec.gauges
+					rec.mu.Unlock()
+					if s.InFlight != 1 || g.InFlight != 1 || s.Waiting != 1 {
+						t.Fatalf("Status().InFlight %d, gauge %d, Waiting %d with its one operation running: want 1, 1 and 1",
+							s.InFlight, g.InFlight, s.Waiting)
+					}
+					e, err := r.Explain(context.Background(), []byte("k"))
+					if err != nil || e.State != reconciler.KeyRunning || e.Since.IsZero() {
+						t.Fatalf("Explain(k) = %v, %v with its operation running: want Running, since it started", e, err)
+					}
+				})
+		})
+	}
+}
+
 // TestExplainRunningSince: Explain's Since for a Running key is when its
 // operation started on a worker, not when it was handed out.
 func TestExplainRunningSince(t *testing.T) {

@@ -114,12 +114,26 @@ func (e *Pool[T, R]) Submit(ctx context.Context, tasks ...T) (seq uint64) {
 	return seq
 }
 
-// Executing counts the tasks a worker runs now, not those abandoned past
-// their deadline (Stuck): at most the pool's size.
+// Executing counts the tasks that run now or start without waiting for
+// another to return: those handed in and not returned, up to the pool's
+// size, less those abandoned past their deadline (Stuck). A task queued
+// behind busy workers is not counted; one handed to a worker that is idle
+// or starting is, though the worker has not taken it yet: the owner
+// reports what runs right after it hands tasks in, and may then sleep
+// until one returns, which a hung task never does.
 func (e *Pool[T, R]) Executing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.running - (len(e.queue) - e.head) - e.abandoned
+	return min(e.running-e.abandoned, e.max)
+}
+
+// free counts the queued tasks that a worker takes without waiting for
+// another task to return: the first free() of the queue. Called with mu
+// held.
+func (e *Pool[T, R]) free() int {
+	queued := len(e.queue) - e.head
+	busy := e.running - queued - e.abandoned
+	return min(queued, max(0, e.max-busy))
 }
 
 // Stuck counts the tasks that ran past their deadline and still run,
@@ -152,19 +166,23 @@ func (e *Pool[T, R]) SetOrdered(lowWater int) {
 type TaskState uint8
 
 const (
-	TaskQueued   TaskState = iota // waits for a worker
-	TaskRunning                   // a worker runs it
+	TaskQueued   TaskState = iota // waits for a worker to return another task
+	TaskRunning                   // a worker runs it, or an idle one takes it next
 	TaskReturned                  // it returned (or, closed, was dropped)
 )
 
 // Task says where the task of sequence number seq stands, and, running,
-// since when.
+// since when: the zero time while the worker that takes it next has not
+// yet (it counts as running as Executing does).
 func (e *Pool[T, R]) Task(seq uint64) (TaskState, time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if seq >= e.started {
-		if e.closed {
+		switch {
+		case e.closed:
 			return TaskReturned, time.Time{}
+		case seq-e.started < uint64(e.free()):
+			return TaskRunning, time.Time{}
 		}
 		return TaskQueued, time.Time{}
 	}
