@@ -152,11 +152,7 @@ func (t *requests[Obj]) pullNeeds(now time.Time) {
 		g.txn = g.newTxn()
 	}
 	for i, f := range g.needs.feeds {
-		seq, watch := f.next(g.txn)
-		g.needs.watch[i] = watch
-		for key := range seq {
-			t.releaseNeed(needKey{i, key}, now)
-		}
+		g.needs.watch[i] = f.read(g.txn, func(key string) { t.releaseNeed(needKey{i, key}, now) })
 	}
 	if g.needs.anyOf != nil {
 		g.needs.anyOf.arm(g.needs.watch)

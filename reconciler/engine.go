@@ -322,6 +322,23 @@ func (f *feed[Obj]) desiredComplete(db *statedb.DB, table statedb.Table[Obj], de
 // closedCh is a channel that is always ready.
 var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// rearm returns the channel to sleep on after a read of it that took
+// every change up to txn and returned watch. statedb's change iterator
+// returns a closed channel from every Next that yielded changes, and the
+// channel that closes with the next commit only from the Next after: a
+// loop that slept on the first would wake at once for a step that reads
+// nothing, and on a lone change that step runs before the worker the
+// change was handed to. So when watch is closed, ask again now, at the
+// same txn: it yields nothing new, and returns the closed channel again
+// only if a commit came since txn, which is then still to be read.
+func rearm[Obj any](it statedb.ChangeIterator[Obj], txn statedb.ReadTxn, watch <-chan struct{}) <-chan struct{} {
+	if !isClosed(watch) {
+		return watch
+	}
+	_, watch = it.Next(txn)
+	return watch
+}
+
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:

@@ -248,6 +248,9 @@ func (l *loop[Obj]) pull(now time.Time) int {
 			}
 		}
 	}
+	if !l.moreChanges {
+		l.changesWatch = rearm(l.changes, txn, l.changesWatch)
+	}
 	l.markRead(!l.moreChanges)
 	l.commits.own.ReadPast(l.readTo)
 	if l.moreChanges && l.t.order != nil {

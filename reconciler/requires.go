@@ -2,7 +2,6 @@ package reconciler
 
 import (
 	"fmt"
-	"iter"
 
 	"github.com/cilium/statedb"
 	"github.com/cilium/statedb/index"
@@ -68,11 +67,11 @@ type need[Obj any] interface {
 	open(db *statedb.DB) (needFeed, error)
 }
 
-// needFeed is one run's reader of a required table's changes: next
-// returns the primary keys of the rows inserted or changed since the last
-// call, up to txn, and a channel that closes when there are more.
+// needFeed is one run's reader of a required table's changes: read calls
+// fn with the primary key of each row inserted or changed since the last
+// read, up to txn, and returns a channel that closes when there are more.
 type needFeed interface {
-	next(txn statedb.ReadTxn) (iter.Seq[string], <-chan struct{})
+	read(txn statedb.ReadTxn, fn func(key string)) <-chan struct{}
 	close()
 }
 
@@ -146,19 +145,17 @@ type rowFeed[Row any] struct {
 	primary statedb.Indexer[Row]
 }
 
-func (f *rowFeed[Row]) next(txn statedb.ReadTxn) (iter.Seq[string], <-chan struct{}) {
+func (f *rowFeed[Row]) read(txn statedb.ReadTxn, fn func(key string)) <-chan struct{} {
 	seq, watch := f.changes.Next(txn)
-	primary := f.primary
-	return func(yield func(string) bool) {
-		for ch := range seq {
-			if ch.Deleted {
-				continue // a row going away meets nothing
-			}
-			if k, ok := primary.ObjectToKey(ch.Object); ok && !yield(string(k)) {
-				return
-			}
+	for ch := range seq {
+		if ch.Deleted {
+			continue // a row going away meets nothing
 		}
-	}, watch
+		if k, ok := f.primary.ObjectToKey(ch.Object); ok {
+			fn(string(k))
+		}
+	}
+	return rearm(f.changes, txn, watch)
 }
 
 func (f *rowFeed[Row]) close() { f.changes.Close() }

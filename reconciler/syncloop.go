@@ -199,7 +199,7 @@ func (s *syncLoop[Obj]) read(txn statedb.ReadTxn, now time.Time) {
 	}
 	s.markRead(true)
 	s.commits.own.ReadPast(s.readTo)
-	s.changesWatch = watch
+	s.changesWatch = rearm(s.changes, txn, watch)
 	s.dirty = true // progress moves with readTo
 }
 
