@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -203,10 +204,24 @@ func (c *committer[Obj]) commit(ctx context.Context, job *commitJob[Obj], pipeli
 		if job.ok {
 			c.landJob(job, now)
 		}
+		if job.ok && len(job.writes) > 0 {
+			yieldToWoken()
+		}
 	}
 	c.release(job)
 	return time.Time{}
 }
+
+// yieldToWoken lets the goroutines a status commit on the loop woke
+// run before the rest of the loop's step: whoever waits for those
+// objects to be Done. Go runs a goroutine woken by a running one next on
+// the same processor, after the waker blocks, unless an idle processor
+// wakes up and takes it first, which takes a thread's wake-up and a few
+// microseconds more; without the yield, a lone change is seen Done only
+// once the loop has read its own write back, reported and gone to sleep
+// (benchmarks/README.md, latency/isolated). Only inline commits yield:
+// when no backlog waits, so the loop's own work can wait that long.
+func yieldToWoken() { runtime.Gosched() }
 
 // heldDue reports whether a job held open is to be written by now.
 func (c *committer[Obj]) heldDue(now time.Time) bool {
