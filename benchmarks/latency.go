@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/converge-go/converge/benchmarks/internal/bench"
@@ -13,9 +14,13 @@ import (
 // latencyWorkload is latency/isolated: single changes far apart, each
 // finding the reconciler idle, at both table sizes.
 func latencyWorkload(sz sizes) workload {
-	return tableSizesWorkload("latency/isolated", sz, func(ctx context.Context, side string, n int) (measure, error) {
+	w := tableSizesWorkload("latency/isolated", sz, func(ctx context.Context, side string, n int) (measure, error) {
 		return runLatency(ctx, side, n, sz)
 	})
+	for _, l := range slices.Compact([]string{countLabel(sz.latencySmall), countLabel(sz.latencyLarge)}) {
+		w.rows = append(w.rows, cpuPerChangeRow(w.name+"/"+l, "converge-"+l, "statedb-"+l))
+	}
+	return w
 }
 
 // tableSizesWorkload is a latency workload run at the small and the large
@@ -53,6 +58,19 @@ func tableSizesWorkload(name string, sz sizes, run func(ctx context.Context, sid
 	return w
 }
 
+// metricCPUPerChange is the process's CPU time per change, in
+// microseconds: everything the change costs, the waiter's and the
+// writer's share (the same on both sides) included, and what the
+// reconciler does after the change is Done (reading its own write back).
+const metricCPUPerChange = "cpu-us/change"
+
+// cpuPerChangeRow is the row prefix/cpu: CPU per change, ours against
+// theirs, without a goal.
+func cpuPerChangeRow(prefix, ours, theirs string) rowSpec {
+	return rowSpec{name: prefix + "/cpu", unit: unitCPUMicrosPerChange, lowerBetter: true,
+		ours: ours, theirs: theirs, metric: metricCPUPerChange}
+}
+
 // latencyRows are the rows prefix/p50 and prefix/p99 of a latency
 // comparison between the variants ours and theirs, in milliseconds, each
 // with the goal "<=statedb".
@@ -80,7 +98,7 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 	}
 	rnd := rand.New(rand.NewPCG(uint64(n), 6))
 	lat := make([]float64, 0, sz.latencySamples)
-	alloc0 := bench.TotalAlloc()
+	alloc0, cpu0 := bench.TotalAlloc(), cpuTime()
 	for range sz.latencySamples {
 		time.Sleep(sz.latencyGap)
 		id := rnd.IntN(n)
@@ -90,8 +108,10 @@ func runLatency(ctx context.Context, side string, n int, sz sizes) (measure, err
 		}
 		lat = append(lat, millisSince(t0))
 	}
+	cpu := cpuTime() - cpu0
 	m := latencyMeasure(lat)
 	m["bytes/change"] = float64(bench.TotalAlloc()-alloc0) / float64(sz.latencySamples)
+	m[metricCPUPerChange] = float64(cpu.Microseconds()) / float64(sz.latencySamples)
 	return stopped(r, m, nil)
 }
 

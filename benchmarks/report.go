@@ -42,6 +42,7 @@ const (
 	unitTimes         = "x"
 
 	unitCPUMicrosPerObject = "cpu-µs/object"
+	unitCPUMicrosPerChange = "cpu-µs/change"
 )
 
 // row is one line of the result: the medians of both sides and their
