@@ -135,7 +135,8 @@ type Config[Obj any] struct {
 	// (DefaultRoundRate). A slower limiter (say rate.Every(100ms), burst 1)
 	// debounces: the first change goes at once, later ones wait for the
 	// next round. Only rounds that pick up work take a token: reading the
-	// reconciler's own status writes back never delays a user's change.
+	// reconciler's own status writes back never delays a user's change,
+	// and is not itself delayed.
 	// With Priority, FairnessKey or TargetKey, changes are read unpaced
 	// (they only fill the ordered queue) and the limiter is not used.
 	RoundRateLimiter *rate.Limiter

@@ -1,6 +1,7 @@
 package reconciler_test
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"sync"
@@ -108,6 +109,44 @@ func TestOwnWritesSpendNoRound(t *testing.T) {
 			want := []string{"1@0s", "1@150ms", "1@300ms", "1@450ms", "1@600ms", "1@750ms", "1@850ms"}
 			if !slices.Equal(rec.rounds, want) {
 				t.Fatalf("rounds %v, want %v", rec.rounds, want)
+			}
+		})
+}
+
+// TestRoundLimiterPacesWorkNotEchoes: the round limiter paces the rounds
+// that pick up work, not the read of the reconciler's own status writes:
+// a lone change's write is read back at once (no wake-up of its own at
+// the limiter's next token), while a change made right after it waits
+// for the token.
+func TestRoundLimiterPacesWorkNotEchoes(t *testing.T) {
+	inBubble(t,
+		func(cfg *reconciler.Config[*testObject]) {
+			cfg.RoundRateLimiter = rate.NewLimiter(rate.Every(time.Second), 1)
+		},
+		func(f *fixture, ops *timedOps) {
+			r, _ := f.reconciler("")
+			explain := func(key string) reconciler.Explanation {
+				t.Helper()
+				e, err := r.Explain(context.Background(), []byte(key))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return e
+			}
+			insert(t, f, pendingObject("a", "1"))
+			synctest.Wait()
+			if e, rev := explain("a"), f.table.Revision(f.db.ReadTxn()); e.State != reconciler.KeyDone || e.ReadTo != rev {
+				t.Fatalf("after a lone change: %s, read to %d of %d: want Done, its own status write read back", e.State, e.ReadTo, rev)
+			}
+			insert(t, f, pendingObject("b", "1"))
+			synctest.Wait()
+			if e := explain("b"); e.State != reconciler.KeyUnread {
+				t.Fatalf("a change right after a round is %s: want Unread until the limiter's next token", e.State)
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if at := ops.attempts(); len(at) != 2 || at[1] < time.Second {
+				t.Fatalf("attempts at %v: want two, the second a second after the first round", at)
 			}
 		})
 }

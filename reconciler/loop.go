@@ -139,6 +139,11 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
 	l.t.deps.fresh()
 	l.t.pullNeeds(now)
 	committed := l.commit(ctx, now, ts)
+	if l.full.repairDue() {
+		// After this step's results landed, the inline commit's too: a
+		// key whose Done is in the table now needs no other wake-up.
+		l.full.repair(now)
+	}
 	l.full.step(ctx, now, &l.feed, &ts.full)
 	pulled := l.stepRound(now, ts)
 	dispatched := l.dispatch(ctx, now)
@@ -155,9 +160,6 @@ func (l *loop[Obj]) step(ctx context.Context, now time.Time, ts *loopTimers) {
 // whether it did anything.
 func (l *loop[Obj]) commit(ctx context.Context, now time.Time, ts *loopTimers) bool {
 	did := l.commits.land(now)
-	if l.full.repairDue() {
-		l.full.repair(now)
-	}
 	if !l.commits.hasRoom() {
 		return did // every commit is out: the results wait their turn
 	}
@@ -207,11 +209,19 @@ func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 	// Ordered mode reads on unpaced: its reads only fill the queue, and a
 	// change waits to be read until everything before it has been.
 	paced := l.t.order == nil
+	txn, echo := l.db.ReadTxn(), false
 	if d := l.roundDelay(now); paced && d > 0 {
-		ts.round.ArmAt(now.Add(d))
-		return false
+		if !l.echoOnly(txn) {
+			ts.round.ArmAt(now.Add(d))
+			return false
+		}
+		// Nothing but the reconciler's own status writes is unread (the
+		// echo of the commit that followed the last round): reading them
+		// picks up no work, and pacing the read would cost a wake-up of
+		// its own a change. No retries ride along.
+		echo = true
 	}
-	if l.pull(now) > 0 && paced {
+	if l.pull(txn, now, !echo) > 0 && paced {
 		l.cfg.RoundRateLimiter.AllowN(now, 1)
 	}
 	l.updateHungry()
@@ -219,12 +229,20 @@ func (l *loop[Obj]) stepRound(now time.Time, ts *loopTimers) bool {
 	return true
 }
 
-// pull is a round: the changes since the last one, in revision order and
-// deletes included, then the retries that are due, at most roundRoom
-// requests in all. It returns how many it queued: a round that queued
-// none read only status writes (most often the reconciler's own).
-func (l *loop[Obj]) pull(now time.Time) int {
-	txn := l.db.ReadTxn()
+// echoOnly reports whether every change of txn not read yet is one of
+// this reconciler's own status writes.
+func (l *loop[Obj]) echoOnly(txn statedb.ReadTxn) bool {
+	l.commits.ownWrites()
+	rev := l.cfg.Table.Revision(txn)
+	return rev > l.readTo && l.commits.own.Covers(l.readTo+1, rev)
+}
+
+// pull is a round: the changes since the last one up to txn, in revision
+// order and deletes included, then (with retries) the retries that are
+// due, at most roundRoom requests in all. It returns how many it queued:
+// a round that queued none read only status writes (most often the
+// reconciler's own).
+func (l *loop[Obj]) pull(txn statedb.ReadTxn, now time.Time, retries bool) int {
 	l.roundTxn = txn
 	// Every write of the committer's this snapshot holds was published
 	// before it was committed.
@@ -257,6 +275,9 @@ func (l *loop[Obj]) pull(now time.Time) int {
 		picked += l.readAhead(txn, now) // what the order takes first, read before the backlog
 	} else if !l.moreChanges {
 		l.t.order.caughtUp()
+	}
+	if !retries {
+		return picked
 	}
 	for n := l.commits.breaker.AllowRetries(now, budget); n > 0; n-- {
 		r, ok := l.t.popDue(now)

@@ -52,6 +52,23 @@ func (rr *Ranges) Contains(rev uint64) bool {
 	return i < len(q) && q[i].From <= rev
 }
 
+// Covers reports whether every revision from from to to (both
+// included) is in a range, dropping none.
+func (rr *Ranges) Covers(from, to uint64) bool {
+	for _, r := range rr.q[rr.head:] {
+		if r.To < from {
+			continue
+		}
+		if r.From > from {
+			return false
+		}
+		if from = r.To + 1; from > to {
+			return true
+		}
+	}
+	return from > to
+}
+
 // ReadPast drops the ranges at or below rev: every change up to rev has
 // been read.
 func (rr *Ranges) ReadPast(rev uint64) {

@@ -63,3 +63,37 @@ func TestContainsDropsNothing(t *testing.T) {
 		t.Fatal("Has lost a range after Contains")
 	}
 }
+
+// TestCovers: a span is covered when every revision of it is in some
+// range (adjacent ranges join up), not across a gap or a range read past.
+func TestCovers(t *testing.T) {
+	var rr Ranges
+	rr.Add(Range{From: 3, To: 5})
+	rr.Add(Range{From: 6, To: 6})
+	rr.Add(Range{From: 9, To: 12})
+	for _, c := range []struct {
+		from, to uint64
+		want     bool
+	}{
+		{3, 6, true},   // two adjacent ranges
+		{4, 5, true},   // inside one
+		{9, 12, true},  // exactly one
+		{2, 5, false},  // starts before the first
+		{3, 7, false},  // runs past a range into a gap
+		{5, 10, false}, // a gap (7, 8) in the middle
+		{13, 13, false},
+		{7, 7, false},
+		{6, 5, true}, // empty
+	} {
+		if got := rr.Covers(c.from, c.to); got != c.want {
+			t.Errorf("Covers(%d, %d) = %v, want %v", c.from, c.to, got, c.want)
+		}
+	}
+	rr.ReadPast(6)
+	if rr.Covers(3, 5) {
+		t.Error("Covers counts a range read past")
+	}
+	if !rr.Covers(10, 12) {
+		t.Error("Covers(10, 12) false after reading past 6")
+	}
+}
