@@ -28,6 +28,13 @@ func (m *gaugeRecorder) Gauges(g reconciler.Gauges) {
 	m.gauges = g
 }
 
+// latest returns the gauges reported last.
+func (m *gaugeRecorder) latest() reconciler.Gauges {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gauges
+}
+
 // batchOf runs a batch's entries one after the other on its Operations.
 type batchOf struct {
 	reconciler.Operations[*testObject]
@@ -66,9 +73,7 @@ func TestInFlightIsRunning(t *testing.T) {
 					synctest.Wait()
 					r, _ := f.reconciler("")
 					s := r.Status()
-					rec.mu.Lock()
-					g := rec.gauges
-					rec.mu.Unlock()
+					g := rec.latest()
 					if s.InFlight != 1 || g.InFlight != 1 || s.Waiting != 20 {
 						t.Fatalf("Status().InFlight %d, gauge %d, Waiting %d with one operation hung and 19 behind it: want 1, 1 and 20",
 							s.InFlight, g.InFlight, s.Waiting)
@@ -99,9 +104,7 @@ func TestInFlightLoneOperation(t *testing.T) {
 					synctest.Wait()
 					r, _ := f.reconciler("")
 					s := r.Status()
-					rec.mu.Lock()
-					g := rec.gauges
-					rec.mu.Unlock()
+					g := rec.latest()
 					if s.InFlight != 1 || g.InFlight != 1 || s.Waiting != 1 {
 						t.Fatalf("Status().InFlight %d, gauge %d, Waiting %d with its one operation running: want 1, 1 and 1",
 							s.InFlight, g.InFlight, s.Waiting)
