@@ -38,7 +38,7 @@ func TestJSONGoal(t *testing.T) {
 	le := &goal{desc: "<=statedb", met: func(o, t float64) bool { return o <= t }}
 	var b strings.Builder
 	err := writeJSON(&b, []row{
-		{Workload: "latency/trickle-500/1k/p99", Converge: 1, Statedb: 2, Unit: unitMillis, Ratio: 2, Runs: 3, PairsMet: 2, Pairs: 3, goal: le},
+		{Workload: "latency/trickle-500/1k/p99", Converge: 1, Statedb: 2, Unit: unitMillis, Ratio: 2, Runs: 3, PairsMet: 2, Pairs: 3, goal: le, met: true},
 		{Workload: "noop-1m/cpu", Converge: 1, Statedb: 2, Unit: unitCPUMicrosPerObject, Ratio: 2, Runs: 3},
 	})
 	if err != nil {
@@ -57,5 +57,31 @@ func TestJSONGoal(t *testing.T) {
 	}
 	if _, ok := without["goal"]; ok {
 		t.Errorf("row without a goal: %s", lines[1])
+	}
+}
+
+// TestGoalFloor: a goal with a floor is met by its ratio, or at or below
+// the floor derived from the same runs, and missed above both.
+func TestGoalFloor(t *testing.T) {
+	g := &goal{desc: "<=0.90x statedb or the table floor", met: func(o, t float64) bool { return o <= 0.9*t },
+		floor: func(med func(string, string) float64) float64 { return med("limit", metricBytes) }}
+	for _, c := range []struct {
+		ours, theirs, floor float64
+		want                bool
+	}{
+		{85, 100, 50, true},  // by the ratio
+		{96, 100, 96, true},  // at the floor
+		{95, 100, 96, true},  // below the floor
+		{97, 100, 96, false}, // above both
+	} {
+		med := func(name, metric string) float64 {
+			if name != "limit" || metric != metricBytes {
+				t.Fatalf("floor asked for %s %s", name, metric)
+			}
+			return c.floor
+		}
+		if got := g.holds(c.ours, c.theirs, med); got != c.want {
+			t.Errorf("holds(%v, %v) with the floor at %v = %v, want %v", c.ours, c.theirs, c.floor, got, c.want)
+		}
 	}
 }

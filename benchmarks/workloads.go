@@ -165,6 +165,15 @@ type rowSpec struct {
 type goal struct {
 	desc string
 	met  func(ours, theirs float64) bool
+	// floor, when set, is a second way to meet it: ours at or below what
+	// floor derives from the same runs (a limit no reconciler can go
+	// below, where the goal says "or at the floor, whichever is higher").
+	floor func(med func(name, metric string) float64) float64
+}
+
+// holds reports whether ours and theirs, with med for the floor, meet g.
+func (g *goal) holds(ours, theirs float64, med func(name, metric string) float64) bool {
+	return g.met(ours, theirs) || g.floor != nil && ours <= g.floor(med)
 }
 
 // workload is one named comparison: its variants run in alternation, each
