@@ -186,10 +186,15 @@ type chaosOps struct {
 	stopping atomic.Bool // hive.Stop has been called
 	down     atomic.Bool // hive.Stop has returned and no new hive runs yet
 
-	mu         sync.Mutex
-	attempts   map[string]uint64 // operations so far per key ("prune" for Prune)
-	running    map[string]int    // operations running per key, whole duration
-	updates    int               // Update and Delete operations running
+	mu       sync.Mutex
+	attempts map[string]uint64 // operations so far per key ("prune" for Prune)
+	running  map[string]int    // operations running per key, whole duration
+	updates  int               // Update and Delete operations running
+	// hive numbers the hives started (startHive); updatesOf counts the
+	// updates running by the hive that started them, so that a broken
+	// rule says whether an operation outlived its hive's Stop.
+	hive       atomic.Int64
+	updatesOf  map[int64]int
 	pruning    bool
 	pruneEnds  time.Time      // when the running prune is abandoned: its context's deadline
 	applied    map[string]int // highest version applied per key
@@ -202,13 +207,14 @@ type chaosOps struct {
 
 func newChaosOps(target *fake.Target, seed uint64, stats *chaosStats) *chaosOps {
 	return &chaosOps{
-		inner:    &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }},
-		seed:     seed,
-		stats:    stats,
-		attempts: map[string]uint64{},
-		running:  map[string]int{},
-		applied:  map[string]int{},
-		pruned:   make(chan struct{}),
+		inner:     &testOps{target: target, getStatus: func(o *testObject) reconciler.Status { return o.Status }},
+		seed:      seed,
+		stats:     stats,
+		attempts:  map[string]uint64{},
+		running:   map[string]int{},
+		applied:   map[string]int{},
+		updatesOf: map[int64]int{},
+		pruned:    make(chan struct{}),
 	}
 }
 
@@ -226,14 +232,15 @@ func (c *chaosOps) Problems() []string {
 
 // begin records the start of an operation and checks the rules about when
 // operations may run; it returns the fault to inject.
-func (c *chaosOps) begin(ctx context.Context, op opKind, key string) (faultKind, time.Duration) {
+func (c *chaosOps) begin(ctx context.Context, op opKind, key string, hive int64) (faultKind, time.Duration) {
 	c.stats.ops[op].Add(1)
 	c.checkStart(ctx, op, key, ctx.Value(inBatchKey{}) == nil)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if op == opPrune {
 		if c.updates > 0 || c.pruning {
-			c.problems = append(c.problems, fmt.Sprintf("prune started while %d update/delete operation(s) ran (pruning=%v)", c.updates, c.pruning))
+			c.problems = append(c.problems, fmt.Sprintf("prune started (hive %d) while %d update/delete operation(s) ran (pruning=%v; by hive: %v)",
+				hive, c.updates, c.pruning, c.updatesOf))
 		}
 		// The reconciler's clock for the prune started before Prune was
 		// called (the deadline of its context), not here: under load the
@@ -251,6 +258,7 @@ func (c *chaosOps) begin(ctx context.Context, op opKind, key string) (faultKind,
 			c.problems = append(c.problems, fmt.Sprintf("%s(%s) started while Prune ran", opNames[op], key))
 		}
 		c.updates++
+		c.updatesOf[hive]++
 		if c.running[key] > 0 {
 			c.problems = append(c.problems, fmt.Sprintf("%s(%s) started while another operation on it ran", opNames[op], key))
 		}
@@ -307,7 +315,7 @@ func (c *chaosOps) checkStart(ctx context.Context, op opKind, key string, count 
 // inBatchKey marks the context of the entries of a batch.
 type inBatchKey struct{}
 
-func (c *chaosOps) end(op opKind, key string) {
+func (c *chaosOps) end(op opKind, key string, hive int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.running[key]--
@@ -315,6 +323,9 @@ func (c *chaosOps) end(op opKind, key string) {
 		c.pruning = false
 	} else {
 		c.updates--
+		if c.updatesOf[hive]--; c.updatesOf[hive] == 0 {
+			delete(c.updatesOf, hive)
+		}
 	}
 }
 
@@ -331,8 +342,9 @@ func (c *chaosOps) apply(op opKind, key string, version int) {
 
 // do runs one operation with its fault. call performs it on the fake target.
 func (c *chaosOps) do(ctx context.Context, op opKind, key string, version int, call func(context.Context) error) (err error) {
-	fault, latency := c.begin(ctx, op, key)
-	defer c.end(op, key)
+	hive := c.hive.Load()
+	fault, latency := c.begin(ctx, op, key, hive)
+	defer c.end(op, key, hive)
 	c.stats.faults[fault].Add(1)
 	tgt := c.inner.target
 	switch fault {

@@ -284,6 +284,7 @@ func runChaos(t *testing.T, cc chaosConfig, seed uint64, steps int, total *chaos
 // is marked initialized so the full reconciliation prunes what vanished.
 func (c *chaosRun) startHive() {
 	t := c.t
+	c.ops.hive.Add(1) // before anything of the new hive can run
 	// The number of draws depends on the table's size: use a stream of
 	// their own, so the driver's stays aligned.
 	rng := rand.New(rand.NewPCG(c.seed, uint64(len(c.stopped))+1))
