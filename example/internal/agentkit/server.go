@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cilium/hive/cell"
 	"github.com/prometheus/client_golang/prometheus"
@@ -214,10 +215,39 @@ func DecodeJSON(w http.ResponseWriter, r *http.Request, maxBytes int64, v any, e
 		case errors.Is(err, io.EOF):
 			err = fmt.Errorf("empty body, want %s", example)
 		}
-		return fmt.Errorf("bad JSON: %w", err)
+		return fmt.Errorf("bad JSON: %w", bounded(err))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("bad JSON: unexpected data after the object")
 	}
 	return nil
+}
+
+// maxDecodeError is how many bytes of a decoder's message DecodeJSON
+// passes on.
+const maxDecodeError = 200
+
+// boundedError is a decoder's error with its message cut short; it
+// unwraps to the error.
+type boundedError struct {
+	msg string
+	err error
+}
+
+func (e boundedError) Error() string { return e.msg }
+func (e boundedError) Unwrap() error { return e.err }
+
+// bounded cuts err's message to maxDecodeError bytes on a character
+// boundary: the decoder quotes an unknown field's name whole, with %q,
+// and a name of bytes that are not UTF-8 comes back four times its size.
+func bounded(err error) error {
+	msg := err.Error()
+	if len(msg) <= maxDecodeError {
+		return err
+	}
+	cut := maxDecodeError
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return boundedError{msg: fmt.Sprintf("%s... (%d bytes)", msg[:cut], len(msg)), err: err}
 }
