@@ -42,15 +42,7 @@ func TestDependenciesAfterRestart(t *testing.T) {
 // cfg over a table an earlier run left (dir, and file naming it, both
 // Done and in the target; and more), once it has done what it can.
 func restarted(t *testing.T, cfg reconciler.Config[*testObject], more ...*testObject) (*fixture, *fake.Target, reconciler.Reconciler[*testObject]) {
-	f := newFixture(t)
-	if err := f.hive.Start(f.log, context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	f := startedFixture(t)
 	done := reconciler.StatusDone()
 	tg := f.target("")
 	for _, k := range []string{"dir", "file"} {

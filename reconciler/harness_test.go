@@ -176,6 +176,23 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
+// startedFixture returns a new fixture with its hive started, stopped
+// when the test ends (inside a synctest bubble, before the bubble does,
+// even when the test fails: the bubble must end with no goroutine left).
+func startedFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	if err := f.hive.Start(f.log, context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.hive.Stop(f.log, context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return f
+}
+
 // startFixture returns a started fixture and a context that ends after
 // timeout; the hive is stopped (and a failed stop reported) when the test
 // ends.

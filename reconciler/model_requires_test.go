@@ -146,15 +146,7 @@ func reqModelDevices(rng *rand.Rand, f *fixture, devs statedb.RWTable[*device]) 
 func runRequiresModel(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x72657173))
 	m := &depTarget{rng: rand.New(rand.NewPCG(seed, 1)), faults: true, state: map[string]string{}, running: map[string]bool{}}
-	f := newFixture(t)
-	if err := f.hive.Start(f.log, context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.hive.Stop(f.log, context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	f := startedFixture(t)
 	devs := newDeviceTable(t, f, "devices")
 	cfg := reconciler.Config[*testObject]{
 		RetryBackoffMin: time.Millisecond, RetryBackoffMax: 4 * time.Millisecond, RoundSize: 5,

@@ -28,15 +28,7 @@ import (
 func inRefreshBubble(t *testing.T, objs []*testObject, ops reconciler.Operations[*testObject],
 	own func() reconciler.Ownership, fn func(t *testing.T, f *fixture, target *fake.Target)) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
+		f := startedFixture(t)
 		target := f.target("")
 		f.load(objs)
 		if ops == nil {

@@ -48,17 +48,7 @@ func inBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn fun
 // (its database: another table a Config names).
 func inBubbleWith(t *testing.T, modify func(*fixture, *reconciler.Config[*testObject]), fn func(f *fixture, ops *timedOps)) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		// Stop inside the bubble even when fn fails the test: the bubble
-		// must end with no goroutine left.
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
+		f := startedFixture(t)
 		ops := &timedOps{
 			testOps: testOps{target: f.target(""), getStatus: func(o *testObject) reconciler.Status { return o.Status }},
 			start:   time.Now(),

@@ -42,15 +42,7 @@ func (o *timedSync) times() []time.Duration {
 // fn calls f.markInit.
 func inSyncBubble(t *testing.T, modify func(*reconciler.Config[*testObject]), fn func(f *fixture, ops *timedSync)) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
+		f := startedFixture(t)
 		ops := &timedSync{testSyncOps: testSyncOps{target: f.target("")}, start: time.Now()}
 		cfg := testConfig(f, nil, reconciler.Config[*testObject]{
 			SyncOperations:             ops,

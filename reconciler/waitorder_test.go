@@ -82,15 +82,7 @@ func tenant(o *testObject) string { t, _, _ := strings.Cut(o.ID, "/"); return t 
 func inOrderBubble(t *testing.T, cfg reconciler.Config[*testObject], fn func(t *testing.T, f *fixture, ops *orderOps, r reconciler.Reconciler[*testObject]),
 	modify ...func(*reconciler.Config[*testObject])) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFixture(t)
-		if err := f.hive.Start(f.log, context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := f.hive.Stop(f.log, context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
+		f := startedFixture(t)
 		ops := newOrderOps()
 		cfg.RoundRateLimiter = rate.NewLimiter(rate.Inf, 1)
 		cfg.FullReconciliationInterval, cfg.RefreshInterval = reconciler.Off, reconciler.Off
