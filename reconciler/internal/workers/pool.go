@@ -124,16 +124,20 @@ func (e *Pool[T, R]) Submit(ctx context.Context, tasks ...T) (seq uint64) {
 func (e *Pool[T, R]) Executing() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return min(e.running-e.abandoned, e.max)
+	return e.busy() + e.free()
+}
+
+// busy counts the tasks workers have taken and not returned, less those
+// abandoned. Called with mu held.
+func (e *Pool[T, R]) busy() int {
+	return e.running - (len(e.queue) - e.head) - e.abandoned
 }
 
 // free counts the queued tasks that a worker takes without waiting for
 // another task to return: the first free() of the queue. Called with mu
 // held.
 func (e *Pool[T, R]) free() int {
-	queued := len(e.queue) - e.head
-	busy := e.running - queued - e.abandoned
-	return min(queued, max(0, e.max-busy))
+	return min(len(e.queue)-e.head, max(0, e.max-e.busy()))
 }
 
 // Stuck counts the tasks that ran past their deadline and still run,
